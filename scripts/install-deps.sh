@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install every Debian package spmd needs to build, test and run its demo.
+# Idempotent: when everything is already installed it does nothing (and
+# needs no network).  Run as root.  The peers used only by benchmarks
+# (Open MPI, PyTorch) are installed by bench/install-peers.sh instead.
+set -eu
+PKGS="build-essential cmake make pkg-config git libopenblas-dev zlib1g-dev \
+dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps \
+python3"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages:$missing — run this script as root" >&2
+    exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
