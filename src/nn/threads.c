@@ -1,0 +1,30 @@
+/* threads.c — how many threads the BLAS under the training stack may use.
+ * Under a launcher with several ranks per node the default is one per rank
+ * (as torch does with OMP_NUM_THREADS=1), so ranks don't fight over cores. */
+#include <stdlib.h>
+#include <cblas.h>
+#include "spmd/status.h"
+
+spmd_status spmd_nn_set_threads(int n);
+int spmd_nn_default_threads(void);
+
+spmd_status spmd_nn_set_threads(int n) {
+    if (n < 1) return SPMD_ERR_INVALID;
+    openblas_set_num_threads(n);
+    return SPMD_OK;
+}
+
+/* OMP_NUM_THREADS / OPENBLAS_NUM_THREADS when set, else 1 when launched with
+ * LOCAL_WORLD_SIZE > 1, else 1 as well: the training stack is tuned for one
+ * BLAS thread per process. */
+int spmd_nn_default_threads(void) {
+    const char *names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"};
+    for (int i = 0; i < 2; i++) {
+        const char *s = getenv(names[i]);
+        if (s && *s) {
+            int v = atoi(s);
+            if (v >= 1) return v;
+        }
+    }
+    return 1;
+}
