@@ -3,10 +3,7 @@
  * (as torch does with OMP_NUM_THREADS=1), so ranks don't fight over cores. */
 #include <stdlib.h>
 #include <cblas.h>
-#include "spmd/status.h"
-
-spmd_status spmd_nn_set_threads(int n);
-int spmd_nn_default_threads(void);
+#include "spmd/nn.h"
 
 spmd_status spmd_nn_set_threads(int n) {
     if (n < 1) return SPMD_ERR_INVALID;
@@ -14,9 +11,8 @@ spmd_status spmd_nn_set_threads(int n) {
     return SPMD_OK;
 }
 
-/* OMP_NUM_THREADS / OPENBLAS_NUM_THREADS when set, else 1 when launched with
- * LOCAL_WORLD_SIZE > 1, else 1 as well: the training stack is tuned for one
- * BLAS thread per process. */
+/* OPENBLAS_NUM_THREADS / OMP_NUM_THREADS when set, else 1: the training stack
+ * is tuned for one BLAS thread per process. */
 int spmd_nn_default_threads(void) {
     const char *names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"};
     for (int i = 0; i < 2; i++) {

@@ -1,0 +1,255 @@
+/* spmd/nn.h — the neural-network half of spmd's training stack.
+ *
+ * In the manner of llm.c: plain float arrays, explicit forward and backward
+ * per layer, shape comments, GEMM through OpenBLAS, convolution by im2col +
+ * GEMM.  A model keeps ALL its parameters in one contiguous float allocation
+ * and ALL gradients in another (same layout), so data-parallel code can
+ * bucket and all-reduce contiguous memory.  The parameter table lists each
+ * tensor (name, shape, offset, count) in model order; the names follow
+ * torch's state_dict ("conv1.weight", "layer1.0.bn1.bias" ...).
+ *
+ * Layout.  Weights use torch's layout: Linear (OC, C), Conv2d (OC, C, KH, KW).
+ * Spatial activations inside a model are stored channel-major, (C, B, H, W)
+ * ("CNHW"), so a convolution over a whole batch is one GEMM whose output is
+ * already the next layer's input; flatten converts to torch's (B, C*H*W)
+ * order.  A model's input is (B, C, H, W) as torch's; with C = 1 (every
+ * built-in model) that is the same memory as (C, B, H, W).
+ *
+ * Conventions of the layer kernels below: forward writes its output (=);
+ * backward ACCUMULATES parameter gradients (+=, as torch does until
+ * zero_grad) and writes the input gradient (=) unless `acc` is non-zero,
+ * in which case it adds to it (an activation read by two layers).  A NULL
+ * input-gradient pointer skips that computation.
+ *
+ * Threads: the kernels are single-threaded except the GEMMs, whose thread
+ * count is spmd_nn_set_threads() (default 1 per process).
+ * Nothing here talks to the network; see ddp.h / group.h for that.
+ */
+#ifndef SPMD_NN_H
+#define SPMD_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- threads -------------------------------------------------------------- */
+/* Threads the BLAS may use (n >= 1). */
+spmd_status spmd_nn_set_threads(int n);
+/* OPENBLAS_NUM_THREADS or OMP_NUM_THREADS when set, else 1. */
+int spmd_nn_default_threads(void);
+
+/* ---- random numbers ------------------------------------------------------- */
+/* xoshiro256** — small, fast, and its whole state is 4 words, so it can be
+ * checkpointed and restored exactly. */
+typedef struct {
+    uint64_t s[4];
+} spmd_rng;
+
+/* Seed from (seed, stream): different streams (e.g. ranks) give independent sequences. */
+void spmd_rng_seed(spmd_rng *r, uint64_t seed, uint64_t stream);
+uint64_t spmd_rng_next(spmd_rng *r);
+/* Uniform in [0, 1) with 24 random bits. */
+float spmd_rng_uniform(spmd_rng *r);
+
+/* ---- layer kernels (public so each can be tested and reused) --------------- */
+
+/* Linear: out (B, OC) = inp (B, C) @ w^T + b;  w (OC, C), b (OC) or NULL. */
+void spmd_linear_forward(float *out, const float *inp, const float *w, const float *b, int B,
+                         int C, int OC);
+/* dinp (B, C) (NULL: skip), dw (OC, C) +=, db (OC) += (NULL: no bias). */
+void spmd_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, int B, int C, int OC, int acc);
+
+/* Conv2d geometry; oh/ow are derived by spmd_conv2d_dims_init. */
+typedef struct {
+    int c, h, w;        /* input channels and size */
+    int oc, kh, kw;     /* output channels, kernel */
+    int stride, pad;
+    int oh, ow;         /* output size */
+} spmd_conv2d_dims;
+/* Fills oh/ow; SPMD_ERR_INVALID when the geometry gives an empty output. */
+spmd_status spmd_conv2d_dims_init(spmd_conv2d_dims *d, int c, int h, int w, int oc, int k,
+                                  int stride, int pad);
+/* Scratch floats (im2col matrix) needed for batch B: c*kh*kw * B*oh*ow. */
+size_t spmd_conv2d_col_size(const spmd_conv2d_dims *d, int B);
+/* im2col of inp (C, B, H, W) into col (C*KH*KW, B*OH*OW), zero padding. */
+void spmd_im2col(float *col, const float *inp, const spmd_conv2d_dims *d, int B);
+/* Adjoint of im2col: dinp (C, B, H, W) += scatter of dcol. */
+void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int B);
+/* out (OC, B, OH, OW) = conv(inp (C, B, H, W), w (OC, C, KH, KW)) + b (OC or NULL).
+ * col: scratch of spmd_conv2d_col_size floats; it holds im2col(inp) on return
+ * (pass it to backward with col_valid = 1 to skip recomputing it). */
+void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                         float *col, const spmd_conv2d_dims *d, int B);
+/* dw +=, db += (NULL: no bias), dinp (C, B, H, W) (NULL: skip).  col holds
+ * im2col(inp) when col_valid, else it is recomputed into it; dcol is scratch
+ * of the same size (may be NULL when dinp is NULL). */
+void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, float *col, int col_valid,
+                          float *dcol, const spmd_conv2d_dims *d, int B, int acc);
+
+/* ReLU over n elements (in place allowed). Backward uses the output: dinp = dout * (out > 0). */
+void spmd_relu_forward(float *out, const float *inp, size_t n);
+void spmd_relu_backward(float *dinp, const float *dout, const float *out, size_t n, int acc);
+
+/* Max pooling k×k with stride k (as F.max_pool2d(x, k)), on (C, B, H, W) or
+ * (B, C, H, W) alike: planes = C*B.  out (planes, H/k, W/k); idx records the
+ * argmax offset inside each input plane for backward. */
+void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes, int h, int w,
+                          int k);
+void spmd_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, int planes, int h,
+                           int w, int k, int acc);
+
+/* Dropout with probability p (torch semantics: kept values scaled by 1/(1-p)).
+ * mask (n) receives 0 or 1/(1-p). */
+void spmd_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p,
+                          spmd_rng *rng);
+void spmd_dropout_backward(float *dinp, const float *dout, const float *mask, size_t n, int acc);
+
+/* Flatten (C, B, H, W) -> (B, C*H*W) in torch's order, and its adjoint. */
+void spmd_flatten_forward(float *out, const float *inp, int C, int B, int HW);
+void spmd_flatten_backward(float *dinp, const float *dout, int C, int B, int HW, int acc);
+
+/* Global average pool: inp (C, B, H, W) -> out (B, C). */
+void spmd_gap_forward(float *out, const float *inp, int C, int B, int HW);
+void spmd_gap_backward(float *dinp, const float *dout, int C, int B, int HW, int acc);
+
+/* Residual add: out = a + b (n elements); backward hands dout to both inputs. */
+void spmd_add_forward(float *out, const float *a, const float *b, size_t n);
+
+/* BatchNorm2d on (C, B, H, W): per channel over B*H*W values, eps 1e-5,
+ * momentum 0.1, torch semantics: training normalises with the biased batch
+ * variance and updates running_var with the unbiased one; eval uses the
+ * running statistics.  mean/rstd (C) are saved for backward. */
+void spmd_batchnorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                            const float *gamma, const float *beta, float *running_mean,
+                            float *running_var, int C, int B, int HW, int training);
+/* xhat is recomputed from inp, mean and rstd.  dgamma/dbeta +=. */
+void spmd_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                             const float *inp, const float *mean, const float *rstd,
+                             const float *gamma, int C, int B, int HW, int training, int acc);
+
+/* ---- losses --------------------------------------------------------------- */
+/* Cross-entropy with log-softmax over logits (B, V), mean over the batch.
+ * targets (B) in [0, V).  dlogits (B, V) (NULL: skip) receives dLoss/dlogits.
+ * Returns the loss; *correct (NULL: skip) counts argmax hits. */
+float spmd_cross_entropy(float *dlogits, const float *logits, const int32_t *targets, int B,
+                         int V, int *correct);
+/* Mean squared error over n elements, mean reduction (torch's MSELoss). */
+float spmd_mse(float *dpred, const float *pred, const float *target, size_t n);
+
+/* ---- models ---------------------------------------------------------------- */
+typedef struct spmd_model spmd_model;
+
+/* One tensor of a model's parameter (or buffer) table. */
+typedef struct {
+    const char *name;   /* torch state_dict name */
+    int ndim;
+    int shape[4];
+    size_t offset;      /* in floats from the start of the param (or buffer) base */
+    size_t count;       /* elements */
+} spmd_tensor_info;
+
+typedef struct {
+    const char *arch;    /* "mlp" | "cnn" | "toy" | "resnet18" | "resnet34" */
+    uint64_t seed;       /* initialisation seed */
+    int dropout;         /* 0: dropout layers are the identity (equivalence tests) */
+    int num_classes;     /* <= 0: 10 */
+} spmd_model_opts;
+#define SPMD_MODEL_OPTS_DEFAULT {"cnn", 1234, 1, 10}
+
+/* Build a model, parameters initialised as torch's defaults (weights and
+ * biases of Linear/Conv2d uniform in ±1/sqrt(fan_in); BatchNorm weight 1,
+ * bias 0, running mean 0, var 1) from opts->seed.  Starts in train mode.
+ * err (may be NULL) receives the reason of a failure. */
+spmd_status spmd_model_create(const spmd_model_opts *opts, spmd_model **out, char *err,
+                              size_t errlen);
+void spmd_model_free(spmd_model *m);
+
+const char *spmd_model_arch(const spmd_model *m);
+/* Per-sample input shape (C, H, W) and the number of outputs (classes). */
+void spmd_model_input_shape(const spmd_model *m, int *c, int *h, int *w);
+int spmd_model_num_outputs(const spmd_model *m);
+
+/* Parameter table, in model order (the order of torch's model.parameters()). */
+int spmd_model_num_params(const spmd_model *m);
+const spmd_tensor_info *spmd_model_param(const spmd_model *m, int i);
+/* Contiguous parameter / gradient / buffer memory (owned by the model) and
+ * its length in floats. */
+float *spmd_model_params(spmd_model *m, size_t *count);
+float *spmd_model_grads(spmd_model *m, size_t *count);
+/* Buffers: BatchNorm running_mean / running_var (count 0 and NULL for models
+ * without BatchNorm). */
+float *spmd_model_buffers(spmd_model *m, size_t *count);
+int spmd_model_num_buffers(const spmd_model *m);
+const spmd_tensor_info *spmd_model_buffer(const spmd_model *m, int i);
+
+void spmd_model_zero_grad(spmd_model *m);
+/* 1: train mode (dropout active, BatchNorm batch statistics), 0: eval. */
+void spmd_model_train(spmd_model *m, int training);
+int spmd_model_is_training(const spmd_model *m);
+
+/* The dropout RNG: seed it per rank for reproducible runs; get/set its state
+ * for checkpoints. */
+void spmd_model_seed_dropout(spmd_model *m, uint64_t seed, uint64_t stream);
+spmd_rng *spmd_model_rng(spmd_model *m);
+
+/* Forward a batch x (B, C, H, W) (must stay valid until backward returns).
+ * *logits (may be NULL) points at the (B, num_outputs) output owned by the
+ * model, valid until the next forward. */
+spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float **logits);
+
+/* Called from backward as each parameter's gradient is complete, strictly in
+ * decreasing param_index order (last layer first), so gradient communication
+ * can start while earlier layers are still computing. */
+typedef void (*spmd_grad_ready_fn)(void *ctx, int param_index);
+
+/* Backward of the last forward (which must have been in train mode or eval
+ * mode alike) from dlogits (B, num_outputs); accumulates into the gradients.
+ * grad_ready may be NULL. */
+spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_ready_fn grad_ready,
+                                void *ctx);
+
+/* ---- optimizers ---------------------------------------------------------- */
+typedef enum { SPMD_OPTIM_SGD = 0, SPMD_OPTIM_ADAM, SPMD_OPTIM_ADAMW } spmd_optim_kind;
+
+typedef struct {
+    spmd_optim_kind kind;
+    float lr;
+    float momentum;      /* SGD */
+    float dampening;     /* SGD */
+    int nesterov;        /* SGD */
+    float weight_decay;  /* SGD/Adam: L2 added to the gradient; AdamW: decoupled */
+    float beta1, beta2, eps; /* Adam/AdamW */
+} spmd_optim_opts;
+/* torch's defaults (SGD lr must still be chosen: 0.01 here). */
+#define SPMD_OPTIM_OPTS_SGD {SPMD_OPTIM_SGD, 0.01f, 0.0f, 0.0f, 0, 0.0f, 0.9f, 0.999f, 1e-8f}
+#define SPMD_OPTIM_OPTS_ADAM {SPMD_OPTIM_ADAM, 1e-3f, 0.0f, 0.0f, 0, 0.0f, 0.9f, 0.999f, 1e-8f}
+#define SPMD_OPTIM_OPTS_ADAMW {SPMD_OPTIM_ADAMW, 1e-3f, 0.0f, 0.0f, 0, 1e-2f, 0.9f, 0.999f, 1e-8f}
+
+typedef struct spmd_optim spmd_optim;
+
+/* An optimizer over n parameters (one flat buffer).  Its state (SGD momentum:
+ * n floats; Adam: m then v, 2n floats) is one contiguous allocation. */
+spmd_status spmd_optim_create(const spmd_optim_opts *o, size_t n, spmd_optim **out);
+void spmd_optim_free(spmd_optim *o);
+/* p -= update(g), torch semantics (SGD momentum buffer starts as the first
+ * gradient; Adam bias correction by the step count). */
+void spmd_optim_step(spmd_optim *o, float *params, const float *grads);
+/* Name for messages and checkpoints: "sgd", "adam", "adamw". */
+const char *spmd_optim_name(const spmd_optim *o);
+spmd_status spmd_optim_parse(const char *s, spmd_optim_kind *out);
+/* State for checkpoints: the float buffer (owned by o) and the step count. */
+float *spmd_optim_state(spmd_optim *o, size_t *count);
+int64_t spmd_optim_steps(const spmd_optim *o);
+void spmd_optim_set_steps(spmd_optim *o, int64_t steps);
+void spmd_optim_set_lr(spmd_optim *o, float lr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/* elementwise.c — ReLU, dropout, residual add, flatten (a layout change). */
+#include <string.h>
+#include "spmd/nn.h"
+
+void spmd_relu_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void spmd_relu_backward(float *dinp, const float *dout, const float *out, size_t n, int acc) {
+    if (acc) {
+        for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+    } else {
+        for (size_t i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    }
+}
+
+void spmd_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p,
+                          spmd_rng *rng) {
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    /* keep with probability 1-p; the threshold compares 24-bit integers so the
+     * decision does not depend on float rounding */
+    const uint64_t keep_below = (uint64_t)((double)(1.0f - p) * 16777216.0);
+    for (size_t i = 0; i < n; i++) {
+        float m = (spmd_rng_next(rng) >> 40) < keep_below ? scale : 0.0f;
+        mask[i] = m;
+        out[i] = inp[i] * m;
+    }
+}
+
+void spmd_dropout_backward(float *dinp, const float *dout, const float *mask, size_t n, int acc) {
+    if (acc) {
+        for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * mask[i];
+    } else {
+        for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * mask[i];
+    }
+}
+
+void spmd_add_forward(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void spmd_flatten_forward(float *out, const float *inp, int C, int B, int HW) {
+    /* out[b][c][hw] = inp[c][b][hw] */
+    for (int c = 0; c < C; c++)
+        for (int b = 0; b < B; b++)
+            memcpy(out + ((size_t)b * C + c) * HW, inp + ((size_t)c * B + b) * HW,
+                   sizeof(float) * (size_t)HW);
+}
+
+void spmd_flatten_backward(float *dinp, const float *dout, int C, int B, int HW, int acc) {
+    for (int c = 0; c < C; c++) {
+        for (int b = 0; b < B; b++) {
+            float *d = dinp + ((size_t)c * B + b) * HW;
+            const float *s = dout + ((size_t)b * C + c) * HW;
+            if (acc) {
+                for (int i = 0; i < HW; i++) d[i] += s[i];
+            } else {
+                memcpy(d, s, sizeof(float) * (size_t)HW);
+            }
+        }
+    }
+}

@@ -1,0 +1,571 @@
+/* graph.c — spmd_model: the builder, memory layout, forward and backward.
+ *
+ * Memory: params, grads (same layout) and buffers are each one allocation,
+ * laid out in table order.  Activations and their gradients are two more,
+ * sized for the largest batch seen (grown on demand, as llm.c sizes them on
+ * the first forward); per-node caches are a third. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nn/internal.h"
+
+/* im2col matrices kept from forward to backward, at most this many floats in
+ * total (beyond it, backward recomputes them in a shared scratch). */
+#define SPMD__COL_CACHE_FLOATS ((size_t)64 << 20)
+
+static void fail(spmd_model *m, spmd_status st, const char *fmt, ...) {
+    if (m->err != SPMD_OK) return;
+    m->err = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->errmsg, sizeof m->errmsg, fmt, ap);
+    va_end(ap);
+}
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return -1;
+    memset((char *)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+static int new_act(spmd_model *m, int c, int h, int w, int flat) {
+    if (grow((void **)&m->acts, &m->cap_acts, m->nacts + 1, sizeof(spmd__act))) {
+        fail(m, SPMD_ERR_NOMEM, "out of memory building the model");
+        return -1;
+    }
+    spmd__act *a = &m->acts[m->nacts];
+    a->c = c; a->h = h; a->w = w; a->flat = flat;
+    a->size = (size_t)c * h * w;
+    return m->nacts++;
+}
+
+static spmd__node *new_node(spmd_model *m, int op, int in) {
+    if (m->err != SPMD_OK) return NULL;
+    if (in < 0 || in >= m->nacts) {
+        fail(m, SPMD_ERR_INVALID, "layer input %d does not exist", in);
+        return NULL;
+    }
+    if (grow((void **)&m->nodes, &m->cap_nodes, m->nnodes + 1, sizeof(spmd__node))) {
+        fail(m, SPMD_ERR_NOMEM, "out of memory building the model");
+        return NULL;
+    }
+    spmd__node *n = &m->nodes[m->nnodes++];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->in = in;
+    n->in2 = -1;
+    n->p0 = m->nparams;
+    n->b0 = -1;
+    return n;
+}
+
+/* Append a tensor to a table; the shape has ndim entries. */
+static int add_tensor(spmd_model *m, int buffer, const char *name, int ndim, const int *shape) {
+    spmd_tensor_info **tab = buffer ? &m->bufs : &m->params;
+    int *n = buffer ? &m->nbufs : &m->nparams, *cap = buffer ? &m->cap_bufs : &m->cap_params;
+    size_t *total = buffer ? &m->buf_count : &m->param_count;
+    char *copy = strdup(name);
+    if (!copy || grow((void **)tab, cap, *n + 1, sizeof(spmd_tensor_info))) {
+        free(copy);
+        fail(m, SPMD_ERR_NOMEM, "out of memory building the model");
+        return -1;
+    }
+    spmd_tensor_info *t = &(*tab)[*n];
+    t->name = copy;
+    t->ndim = ndim;
+    t->count = 1;
+    for (int i = 0; i < 4; i++) t->shape[i] = i < ndim ? shape[i] : 0;
+    for (int i = 0; i < ndim; i++) t->count *= (size_t)shape[i];
+    t->offset = *total;
+    *total += t->count;
+    return (*n)++;
+}
+
+static void join(char *out, size_t len, const char *a, const char *b) {
+    snprintf(out, len, "%s.%s", a, b);
+}
+
+spmd_model *spmd__model_new(const char *arch, int c, int h, int w, int flat_input) {
+    spmd_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    snprintf(m->arch, sizeof m->arch, "%s", arch);
+    m->in_c = c; m->in_h = h; m->in_w = w;
+    m->training = 1;
+    m->dropout_on = 1;
+    m->cache_budget = SPMD__COL_CACHE_FLOATS;
+    spmd_rng_seed(&m->drop_rng, 0, 0);
+    if (c < 1 || h < 1 || w < 1) fail(m, SPMD_ERR_INVALID, "input shape must be positive");
+    else new_act(m, c, h, w, flat_input);
+    return m;
+}
+
+int spmd__add_linear(spmd_model *m, int in, int oc, int bias, const char *name) {
+    spmd__node *n = new_node(m, SPMD__OP_LINEAR, in);
+    if (!n) return -1;
+    int C = (int)m->acts[in].size;
+    if (!m->acts[in].flat) { fail(m, SPMD_ERR_INVALID, "%s: input must be flat", name); return -1; }
+    if (oc < 1) { fail(m, SPMD_ERR_INVALID, "%s: bad output size", name); return -1; }
+    char nm[128];
+    int ws[2] = {oc, C};
+    join(nm, sizeof nm, name, "weight");
+    add_tensor(m, 0, nm, 2, ws);
+    if (bias) {
+        join(nm, sizeof nm, name, "bias");
+        add_tensor(m, 0, nm, 1, &oc);
+    }
+    n->np = bias ? 2 : 1;
+    n->out = new_act(m, oc, 1, 1, 1);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_conv(spmd_model *m, int in, int oc, int k, int stride, int pad, int bias,
+                   const char *name) {
+    spmd__node *n = new_node(m, SPMD__OP_CONV, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    if (a.flat) { fail(m, SPMD_ERR_INVALID, "%s: input is not spatial", name); return -1; }
+    if (spmd_conv2d_dims_init(&n->conv, a.c, a.h, a.w, oc, k, stride, pad) != SPMD_OK) {
+        fail(m, SPMD_ERR_INVALID, "%s: kernel %d stride %d pad %d does not fit %dx%dx%d", name, k,
+             stride, pad, a.c, a.h, a.w);
+        return -1;
+    }
+    char nm[128];
+    int ws[4] = {oc, a.c, k, k};
+    join(nm, sizeof nm, name, "weight");
+    add_tensor(m, 0, nm, 4, ws);
+    if (bias) {
+        join(nm, sizeof nm, name, "bias");
+        add_tensor(m, 0, nm, 1, &oc);
+    }
+    n->np = bias ? 2 : 1;
+    n->out = new_act(m, oc, n->conv.oh, n->conv.ow, 0);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_bn(spmd_model *m, int in, const char *name) {
+    spmd__node *n = new_node(m, SPMD__OP_BN, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    if (a.flat) { fail(m, SPMD_ERR_INVALID, "%s: BatchNorm2d needs a spatial input", name); return -1; }
+    char nm[128];
+    join(nm, sizeof nm, name, "weight");
+    add_tensor(m, 0, nm, 1, &a.c);
+    join(nm, sizeof nm, name, "bias");
+    add_tensor(m, 0, nm, 1, &a.c);
+    n->np = 2;
+    n->b0 = m->nbufs;
+    join(nm, sizeof nm, name, "running_mean");
+    add_tensor(m, 1, nm, 1, &a.c);
+    join(nm, sizeof nm, name, "running_var");
+    add_tensor(m, 1, nm, 1, &a.c);
+    n->out = new_act(m, a.c, a.h, a.w, 0);
+    return m->err ? -1 : n->out;
+}
+
+static int add_same_shape(spmd_model *m, int op, int in) {
+    spmd__node *n = new_node(m, op, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    n->out = new_act(m, a.c, a.h, a.w, a.flat);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_relu(spmd_model *m, int in) { return add_same_shape(m, SPMD__OP_RELU, in); }
+
+int spmd__add_dropout(spmd_model *m, int in, float p) {
+    if (!(p >= 0.0f && p < 1.0f)) {
+        fail(m, SPMD_ERR_INVALID, "dropout probability %g not in [0, 1)", (double)p);
+        return -1;
+    }
+    int out = add_same_shape(m, SPMD__OP_DROPOUT, in);
+    if (out >= 0) m->nodes[m->nnodes - 1].p = p;
+    return out;
+}
+
+int spmd__add_maxpool(spmd_model *m, int in, int k) {
+    spmd__node *n = new_node(m, SPMD__OP_MAXPOOL, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    if (a.flat || k < 1 || a.h / k < 1 || a.w / k < 1) {
+        fail(m, SPMD_ERR_INVALID, "max-pool %d does not fit %dx%d", k, a.h, a.w);
+        return -1;
+    }
+    n->k = k;
+    n->out = new_act(m, a.c, a.h / k, a.w / k, 0);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_flatten(spmd_model *m, int in) {
+    spmd__node *n = new_node(m, SPMD__OP_FLATTEN, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    n->out = new_act(m, (int)a.size, 1, 1, 1);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_gap(spmd_model *m, int in) {
+    spmd__node *n = new_node(m, SPMD__OP_GAP, in);
+    if (!n) return -1;
+    spmd__act a = m->acts[in];
+    if (a.flat) { fail(m, SPMD_ERR_INVALID, "global average pool needs a spatial input"); return -1; }
+    n->out = new_act(m, a.c, 1, 1, 1);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_add(spmd_model *m, int a, int b) {
+    spmd__node *n = new_node(m, SPMD__OP_ADD, a);
+    if (!n) return -1;
+    if (b < 0 || b >= m->nacts) { fail(m, SPMD_ERR_INVALID, "add: input %d does not exist", b); return -1; }
+    spmd__act x = m->acts[a], y = m->acts[b];
+    if (x.c != y.c || x.h != y.h || x.w != y.w || x.flat != y.flat) {
+        fail(m, SPMD_ERR_INVALID, "add: shapes %dx%dx%d and %dx%dx%d differ", x.c, x.h, x.w, y.c,
+             y.h, y.w);
+        return -1;
+    }
+    n->in2 = b;
+    n->out = new_act(m, x.c, x.h, x.w, x.flat);
+    return m->err ? -1 : n->out;
+}
+
+int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const char *prefix) {
+    if (m->err) return -1;
+    char nm[128];
+    int cin = m->acts[in].c;
+    join(nm, sizeof nm, prefix, "conv1");
+    int x = spmd__add_conv(m, in, planes, 3, stride, 1, 0, nm);
+    join(nm, sizeof nm, prefix, "bn1");
+    x = spmd__add_bn(m, x, nm);
+    x = spmd__add_relu(m, x);
+    join(nm, sizeof nm, prefix, "conv2");
+    x = spmd__add_conv(m, x, planes, 3, 1, 1, 0, nm);
+    join(nm, sizeof nm, prefix, "bn2");
+    x = spmd__add_bn(m, x, nm);
+    int sc = in;
+    if (stride != 1 || cin != planes) {
+        join(nm, sizeof nm, prefix, "downsample.0");
+        sc = spmd__add_conv(m, in, planes, 1, stride, 0, 0, nm);
+        join(nm, sizeof nm, prefix, "downsample.1");
+        sc = spmd__add_bn(m, sc, nm);
+    }
+    x = spmd__add_add(m, x, sc);
+    return spmd__add_relu(m, x);
+}
+
+/* Fan-in of a weight tensor (torch's _calculate_fan_in_and_fan_out). */
+static size_t fan_in(const spmd_tensor_info *t) {
+    size_t f = 1;
+    for (int i = 1; i < t->ndim; i++) f *= (size_t)t->shape[i];
+    return f;
+}
+
+spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen) {
+    if (m->err == SPMD_OK && m->nnodes == 0) fail(m, SPMD_ERR_INVALID, "model has no layers");
+    if (m->err == SPMD_OK && !m->acts[m->nacts - 1].flat)
+        fail(m, SPMD_ERR_INVALID, "the last layer must give a flat (B, n) output");
+    if (m->err == SPMD_OK) {
+        m->param_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
+        m->grad_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
+        m->buf_mem = m->buf_count ? calloc(m->buf_count, sizeof(float)) : NULL;
+        if (!m->param_mem || !m->grad_mem || (m->buf_count && !m->buf_mem))
+            fail(m, SPMD_ERR_NOMEM, "cannot allocate %zu parameters", m->param_count);
+    }
+    if (m->err != SPMD_OK) {
+        if (err && errlen) snprintf(err, errlen, "%s", m->errmsg);
+        return m->err;
+    }
+    /* Initialisation, torch's defaults: each node's weight and bias uniform
+     * in ±1/sqrt(fan_in of the weight) (kaiming_uniform with a = sqrt(5)
+     * gives exactly that bound); BatchNorm weight 1, bias 0. */
+    spmd_rng r;
+    spmd_rng_seed(&r, seed, 0x1417);
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *n = &m->nodes[i];
+        if (n->np == 0) continue;
+        spmd_tensor_info *w = &m->params[n->p0];
+        if (n->op == SPMD__OP_BN) {
+            for (size_t j = 0; j < w->count; j++) m->param_mem[w->offset + j] = 1.0f;
+            /* bias stays 0; running_var starts at 1 */
+            spmd_tensor_info *rv = &m->bufs[n->b0 + 1];
+            for (size_t j = 0; j < rv->count; j++) m->buf_mem[rv->offset + j] = 1.0f;
+            continue;
+        }
+        float bound = 1.0f / sqrtf((float)fan_in(w));
+        for (int p = 0; p < n->np; p++) {
+            spmd_tensor_info *t = &m->params[n->p0 + p];
+            for (size_t j = 0; j < t->count; j++)
+                m->param_mem[t->offset + j] = (2.0f * spmd_rng_uniform(&r) - 1.0f) * bound;
+        }
+    }
+    /* Backward accumulation: walking nodes in reverse, the first node to
+     * reach an activation writes its gradient, later ones add to it. */
+    char *written = calloc((size_t)m->nacts, 1);
+    if (!written) {
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return SPMD_ERR_NOMEM;
+    }
+    for (int i = m->nnodes - 1; i >= 0; i--) {
+        spmd__node *n = &m->nodes[i];
+        n->acc_in = written[n->in];
+        written[n->in] = 1;
+        if (n->in2 >= 0) {
+            n->acc_in2 = written[n->in2];
+            written[n->in2] = 1;
+        }
+    }
+    free(written);
+    return SPMD_OK;
+}
+
+/* (Re)allocate activation memory for batch B. */
+static spmd_status alloc_batch(spmd_model *m, int B) {
+    size_t acts = 0, cache = 0, scratch = 0;
+    for (int i = 1; i < m->nacts; i++) acts += m->acts[i].size * (size_t)B;
+    size_t in0 = 0;
+    if (!m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
+    size_t col_total = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *n = &m->nodes[i];
+        size_t osz = m->acts[n->out].size * (size_t)B;
+        switch (n->op) {
+        case SPMD__OP_CONV: {
+            size_t cs = spmd_conv2d_col_size(&n->conv, B);
+            n->col_cached = col_total + cs <= m->cache_budget;
+            if (n->col_cached) { cache += cs; col_total += cs; }
+            else if (cs > scratch) scratch = cs;
+            /* dcol needs the same size when the input gradient is computed */
+            break;
+        }
+        case SPMD__OP_DROPOUT: cache += osz; break;
+        case SPMD__OP_MAXPOOL: cache += osz; break;   /* int32 indices, same size as floats */
+        case SPMD__OP_BN: cache += 2 * (size_t)m->acts[n->out].c; break;
+        default: break;
+        }
+    }
+    size_t dcol = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *n = &m->nodes[i];
+        if (n->op == SPMD__OP_CONV && n->in != 0) {
+            size_t cs = spmd_conv2d_col_size(&n->conv, B);
+            if (cs > dcol) dcol = cs;
+        }
+    }
+    float *am = malloc(sizeof(float) * (acts + in0 + 1));
+    float *gm = malloc(sizeof(float) * (acts + 1));
+    float *cm = malloc(sizeof(float) * (cache + scratch + dcol + 1));
+    if (!am || !gm || !cm) {
+        free(am); free(gm); free(cm);
+        return SPMD_ERR_NOMEM;
+    }
+    free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
+    m->act_mem = am; m->actgrad_mem = gm; m->cache_mem = cm;
+    float *pa = am, *pg = gm, *pc = cm;
+    m->acts[0].data = NULL;
+    m->acts[0].grad = NULL;
+    for (int i = 1; i < m->nacts; i++) {
+        m->acts[i].data = pa; pa += m->acts[i].size * (size_t)B;
+        m->acts[i].grad = pg; pg += m->acts[i].size * (size_t)B;
+    }
+    if (in0) m->acts[0].data = pa;
+    m->col_scratch = pc; pc += scratch;
+    m->dcol_scratch = pc; pc += dcol;
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *n = &m->nodes[i];
+        size_t osz = m->acts[n->out].size * (size_t)B;
+        n->col = NULL; n->mask = NULL; n->idx = NULL; n->mean = n->rstd = NULL;
+        switch (n->op) {
+        case SPMD__OP_CONV:
+            if (n->col_cached) { n->col = pc; pc += spmd_conv2d_col_size(&n->conv, B); }
+            else n->col = m->col_scratch;
+            break;
+        case SPMD__OP_DROPOUT: n->mask = pc; pc += osz; break;
+        case SPMD__OP_MAXPOOL: n->idx = (int32_t *)pc; pc += osz; break;
+        case SPMD__OP_BN:
+            n->mean = pc; pc += m->acts[n->out].c;
+            n->rstd = pc; pc += m->acts[n->out].c;
+            break;
+        default: break;
+        }
+    }
+    m->bmax = B;
+    m->fwd_ready = 0;
+    return SPMD_OK;
+}
+
+static float *P(spmd_model *m, int i) { return m->param_mem + m->params[i].offset; }
+static float *G(spmd_model *m, int i) { return m->grad_mem + m->params[i].offset; }
+
+spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float **logits) {
+    if (!m || !x || B < 1) return SPMD_ERR_INVALID;
+    if (B > m->bmax) {
+        spmd_status st = alloc_batch(m, B);
+        if (st != SPMD_OK) return st;
+    }
+    spmd__act *a0 = &m->acts[0];
+    if (!a0->flat && m->in_c > 1) spmd_flatten_backward(a0->data, x, m->in_c, B, m->in_h * m->in_w, 0);
+    else a0->data = (float *)x;   /* read only: no node writes to act 0 */
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *n = &m->nodes[i];
+        spmd__act *in = &m->acts[n->in], *out = &m->acts[n->out];
+        size_t osz = out->size * (size_t)B;
+        switch (n->op) {
+        case SPMD__OP_LINEAR:
+            spmd_linear_forward(out->data, in->data, P(m, n->p0), n->np > 1 ? P(m, n->p0 + 1) : NULL,
+                                B, (int)in->size, out->c);
+            break;
+        case SPMD__OP_CONV:
+            spmd_conv2d_forward(out->data, in->data, P(m, n->p0), n->np > 1 ? P(m, n->p0 + 1) : NULL,
+                                n->col, &n->conv, B);
+            break;
+        case SPMD__OP_BN:
+            spmd_batchnorm_forward(out->data, n->mean, n->rstd, in->data, P(m, n->p0),
+                                   P(m, n->p0 + 1), m->buf_mem + m->bufs[n->b0].offset,
+                                   m->buf_mem + m->bufs[n->b0 + 1].offset, out->c, B,
+                                   out->h * out->w, m->training);
+            break;
+        case SPMD__OP_RELU: spmd_relu_forward(out->data, in->data, osz); break;
+        case SPMD__OP_MAXPOOL:
+            spmd_maxpool_forward(out->data, n->idx, in->data, in->c * B, in->h, in->w, n->k);
+            break;
+        case SPMD__OP_DROPOUT:
+            if (m->training && m->dropout_on && n->p > 0.0f) {
+                spmd_dropout_forward(out->data, n->mask, in->data, osz, n->p, &m->drop_rng);
+            } else {
+                memcpy(out->data, in->data, sizeof(float) * osz);
+                for (size_t j = 0; j < osz; j++) n->mask[j] = 1.0f;
+            }
+            break;
+        case SPMD__OP_FLATTEN:
+            if (in->flat) memcpy(out->data, in->data, sizeof(float) * osz);
+            else spmd_flatten_forward(out->data, in->data, in->c, B, in->h * in->w);
+            break;
+        case SPMD__OP_GAP: spmd_gap_forward(out->data, in->data, in->c, B, in->h * in->w); break;
+        case SPMD__OP_ADD:
+            spmd_add_forward(out->data, in->data, m->acts[n->in2].data, osz);
+            break;
+        }
+    }
+    m->batch = B;
+    m->fwd_ready = 1;
+    if (logits) *logits = m->acts[m->nacts - 1].data;
+    return SPMD_OK;
+}
+
+static void copy_or_add(float *dst, const float *src, size_t n, int acc) {
+    if (acc) {
+        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    } else {
+        memcpy(dst, src, sizeof(float) * n);
+    }
+}
+
+spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_ready_fn grad_ready,
+                                void *ctx) {
+    if (!m || !dlogits) return SPMD_ERR_INVALID;
+    if (!m->fwd_ready) return SPMD_ERR_INVALID;
+    const int B = m->batch;
+    spmd__act *last = &m->acts[m->nacts - 1];
+    memcpy(last->grad, dlogits, sizeof(float) * last->size * (size_t)B);
+    for (int i = m->nnodes - 1; i >= 0; i--) {
+        spmd__node *n = &m->nodes[i];
+        spmd__act *in = &m->acts[n->in], *out = &m->acts[n->out];
+        float *din = in->grad;   /* NULL for the model input: nothing to compute */
+        size_t osz = out->size * (size_t)B;
+        switch (n->op) {
+        case SPMD__OP_LINEAR:
+            spmd_linear_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
+                                 in->data, P(m, n->p0), B, (int)in->size, out->c, n->acc_in);
+            break;
+        case SPMD__OP_CONV:
+            spmd_conv2d_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
+                                 in->data, P(m, n->p0), n->col, n->col_cached, m->dcol_scratch,
+                                 &n->conv, B, n->acc_in);
+            break;
+        case SPMD__OP_BN:
+            spmd_batchnorm_backward(din, G(m, n->p0), G(m, n->p0 + 1), out->grad, in->data, n->mean,
+                                    n->rstd, P(m, n->p0), out->c, B, out->h * out->w, m->training,
+                                    n->acc_in);
+            break;
+        case SPMD__OP_RELU:
+            if (din) spmd_relu_backward(din, out->grad, out->data, osz, n->acc_in);
+            break;
+        case SPMD__OP_MAXPOOL:
+            if (din)
+                spmd_maxpool_backward(din, out->grad, n->idx, in->c * B, in->h, in->w, n->k, n->acc_in);
+            break;
+        case SPMD__OP_DROPOUT:
+            if (din) spmd_dropout_backward(din, out->grad, n->mask, osz, n->acc_in);
+            break;
+        case SPMD__OP_FLATTEN:
+            if (!din) break;
+            if (in->flat) copy_or_add(din, out->grad, osz, n->acc_in);
+            else spmd_flatten_backward(din, out->grad, in->c, B, in->h * in->w, n->acc_in);
+            break;
+        case SPMD__OP_GAP:
+            if (din) spmd_gap_backward(din, out->grad, in->c, B, in->h * in->w, n->acc_in);
+            break;
+        case SPMD__OP_ADD:
+            if (din) copy_or_add(din, out->grad, osz, n->acc_in);
+            if (m->acts[n->in2].grad)
+                copy_or_add(m->acts[n->in2].grad, out->grad, osz, n->acc_in2);
+            break;
+        }
+        if (grad_ready)
+            for (int p = n->np - 1; p >= 0; p--) grad_ready(ctx, n->p0 + p);
+    }
+    return SPMD_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------ */
+
+void spmd_model_free(spmd_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
+    for (int i = 0; i < m->nbufs; i++) free((char *)m->bufs[i].name);
+    free(m->params); free(m->bufs); free(m->acts); free(m->nodes);
+    free(m->param_mem); free(m->grad_mem); free(m->buf_mem);
+    free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
+    free(m);
+}
+
+const char *spmd_model_arch(const spmd_model *m) { return m->arch; }
+void spmd_model_input_shape(const spmd_model *m, int *c, int *h, int *w) {
+    if (c) *c = m->in_c;
+    if (h) *h = m->in_h;
+    if (w) *w = m->in_w;
+}
+int spmd_model_num_outputs(const spmd_model *m) { return (int)m->acts[m->nacts - 1].size; }
+int spmd_model_num_params(const spmd_model *m) { return m->nparams; }
+const spmd_tensor_info *spmd_model_param(const spmd_model *m, int i) {
+    return i >= 0 && i < m->nparams ? &m->params[i] : NULL;
+}
+int spmd_model_num_buffers(const spmd_model *m) { return m->nbufs; }
+const spmd_tensor_info *spmd_model_buffer(const spmd_model *m, int i) {
+    return i >= 0 && i < m->nbufs ? &m->bufs[i] : NULL;
+}
+float *spmd_model_params(spmd_model *m, size_t *count) {
+    if (count) *count = m->param_count;
+    return m->param_mem;
+}
+float *spmd_model_grads(spmd_model *m, size_t *count) {
+    if (count) *count = m->param_count;
+    return m->grad_mem;
+}
+float *spmd_model_buffers(spmd_model *m, size_t *count) {
+    if (count) *count = m->buf_count;
+    return m->buf_mem;
+}
+void spmd_model_zero_grad(spmd_model *m) { memset(m->grad_mem, 0, sizeof(float) * m->param_count); }
+void spmd_model_train(spmd_model *m, int training) { m->training = training != 0; }
+int spmd_model_is_training(const spmd_model *m) { return m->training; }
+void spmd_model_seed_dropout(spmd_model *m, uint64_t seed, uint64_t stream) {
+    spmd_rng_seed(&m->drop_rng, seed, stream);
+}
+spmd_rng *spmd_model_rng(spmd_model *m) { return &m->drop_rng; }

@@ -1,0 +1,121 @@
+/* src/nn/internal.h — the model graph behind spmd_model.
+ *
+ * A model is a list of nodes in forward order over a list of activations.
+ * Each node reads one activation (two for the residual add) and writes a new
+ * one; backward walks the nodes in reverse.  Parameters, gradients and
+ * buffers live in three contiguous allocations described by the tables;
+ * nodes refer to their tensors by table index.  Activation data and
+ * activation gradients live in two more allocations sized for the largest
+ * batch seen so far, per-node caches (im2col matrices, dropout masks, pool
+ * argmax, batch statistics) in a sixth.
+ *
+ * The builder functions are internal (spmd__) so tests can assemble small
+ * graphs (one layer, one residual block) and check their gradients. */
+#ifndef SPMD_NN_INTERNAL_H
+#define SPMD_NN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/nn.h"
+
+enum {
+    SPMD__OP_LINEAR,
+    SPMD__OP_CONV,
+    SPMD__OP_BN,
+    SPMD__OP_RELU,
+    SPMD__OP_MAXPOOL,
+    SPMD__OP_DROPOUT,
+    SPMD__OP_FLATTEN,
+    SPMD__OP_GAP,
+    SPMD__OP_ADD
+};
+
+typedef struct {
+    int c, h, w;   /* per-sample shape */
+    int flat;      /* 1: stored (B, c*h*w); 0: stored (c, B, h, w) */
+    size_t size;   /* c*h*w */
+    float *data;   /* B*size floats (act 0: the caller's input unless transposed) */
+    float *grad;   /* same size; NULL for act 0 */
+} spmd__act;
+
+typedef struct {
+    int op;
+    int in, in2, out;     /* activation ids (in2: ADD only) */
+    int acc_in, acc_in2;  /* backward adds into d(in) rather than writing it */
+    int p0, np;           /* parameter table entries p0 .. p0+np-1 */
+    int b0;               /* BatchNorm: buffer entries b0 (mean), b0+1 (var) */
+    spmd_conv2d_dims conv;
+    int k;                /* max-pool kernel */
+    float p;              /* dropout probability */
+    int col_cached;       /* conv: col below belongs to this node and survives to backward */
+    /* caches, pointing into the model's cache allocation */
+    float *col;
+    float *mask;
+    int32_t *idx;
+    float *mean, *rstd;
+} spmd__node;
+
+typedef struct {
+    char *name;
+    int ndim;
+    int shape[4];
+    size_t count;
+    int init;            /* SPMD__INIT_* */
+    float bound;
+} spmd__tensor_decl;
+
+enum { SPMD__INIT_UNIFORM, SPMD__INIT_ONES, SPMD__INIT_ZEROS };
+
+struct spmd_model {
+    char arch[24];
+    int in_c, in_h, in_w;
+    int training;
+    int dropout_on;
+    spmd_status err;      /* first builder failure */
+    char errmsg[160];
+    spmd_rng drop_rng;
+
+    spmd__act *acts;
+    int nacts, cap_acts;
+    spmd__node *nodes;
+    int nnodes, cap_nodes;
+
+    spmd_tensor_info *params;
+    int nparams, cap_params;
+    size_t param_count;
+    spmd_tensor_info *bufs;
+    int nbufs, cap_bufs;
+    size_t buf_count;
+
+    float *param_mem, *grad_mem, *buf_mem;
+    float *act_mem, *actgrad_mem, *cache_mem, *col_scratch, *dcol_scratch;
+    int bmax;             /* batch the activation memory is sized for */
+    int batch;            /* batch of the last forward */
+    int fwd_ready;        /* a forward has run since allocation */
+    size_t cache_budget;  /* floats of im2col matrices kept between forward and backward */
+};
+
+/* ---- builder (each returns the new activation id, or -1 after recording
+ * the failure in m->err; a failed builder call makes later calls no-ops) --- */
+spmd_model *spmd__model_new(const char *arch, int c, int h, int w, int flat_input);
+int spmd__add_linear(spmd_model *m, int in, int oc, int bias, const char *name);
+int spmd__add_conv(spmd_model *m, int in, int oc, int k, int stride, int pad, int bias,
+                   const char *name);
+int spmd__add_bn(spmd_model *m, int in, const char *name);
+int spmd__add_relu(spmd_model *m, int in);
+int spmd__add_maxpool(spmd_model *m, int in, int k);
+int spmd__add_dropout(spmd_model *m, int in, float p);
+int spmd__add_flatten(spmd_model *m, int in);
+int spmd__add_gap(spmd_model *m, int in);
+int spmd__add_add(spmd_model *m, int a, int b);
+/* torchvision's BasicBlock: conv3x3(stride)-bn-relu-conv3x3-bn (+ 1x1 conv-bn
+ * shortcut when the shape changes), add, relu.  prefix e.g. "layer2.0". */
+int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const char *prefix);
+/* Allocate parameter/gradient/buffer memory and initialise from seed. */
+spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen);
+
+/* Architectures (models.c). */
+spmd_status spmd__build_arch(const spmd_model_opts *o, spmd_model **out, char *err,
+                             size_t errlen);
+
+#endif

@@ -1,0 +1,70 @@
+/* pool.c — max pooling (k×k, stride k) and global average pooling. */
+#include <string.h>
+#include "spmd/nn.h"
+
+void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes, int h, int w,
+                          int k) {
+    const int oh = h / k, ow = w / k;
+    for (int p = 0; p < planes; p++) {
+        const float *in = inp + (size_t)p * h * w;
+        float *o = out + (size_t)p * oh * ow;
+        int32_t *ix = idx + (size_t)p * oh * ow;
+        for (int y = 0; y < oh; y++) {
+            for (int x = 0; x < ow; x++) {
+                int best = (y * k) * w + x * k;
+                float bv = in[best];
+                for (int dy = 0; dy < k; dy++) {
+                    const float *r = in + (size_t)(y * k + dy) * w + x * k;
+                    for (int dx = 0; dx < k; dx++) {
+                        /* strict '>' keeps the first maximum, like torch; NaN propagates */
+                        if (r[dx] > bv || r[dx] != r[dx]) {
+                            bv = r[dx];
+                            best = (y * k + dy) * w + x * k + dx;
+                        }
+                    }
+                }
+                o[y * ow + x] = bv;
+                ix[y * ow + x] = best;
+            }
+        }
+    }
+}
+
+void spmd_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, int planes, int h,
+                           int w, int k, int acc) {
+    const int oh = h / k, ow = w / k;
+    if (!acc) memset(dinp, 0, sizeof(float) * (size_t)planes * h * w);
+    for (int p = 0; p < planes; p++) {
+        float *d = dinp + (size_t)p * h * w;
+        const float *g = dout + (size_t)p * oh * ow;
+        const int32_t *ix = idx + (size_t)p * oh * ow;
+        for (int i = 0; i < oh * ow; i++) d[ix[i]] += g[i];
+    }
+}
+
+void spmd_gap_forward(float *out, const float *inp, int C, int B, int HW) {
+    const float inv = 1.0f / (float)HW;
+    for (int c = 0; c < C; c++) {
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((size_t)c * B + b) * HW;
+            float s = 0.0f;
+            for (int i = 0; i < HW; i++) s += x[i];
+            out[(size_t)b * C + c] = s * inv;
+        }
+    }
+}
+
+void spmd_gap_backward(float *dinp, const float *dout, int C, int B, int HW, int acc) {
+    const float inv = 1.0f / (float)HW;
+    for (int c = 0; c < C; c++) {
+        for (int b = 0; b < B; b++) {
+            float *d = dinp + ((size_t)c * B + b) * HW;
+            float g = dout[(size_t)b * C + c] * inv;
+            if (acc) {
+                for (int i = 0; i < HW; i++) d[i] += g;
+            } else {
+                for (int i = 0; i < HW; i++) d[i] = g;
+            }
+        }
+    }
+}
