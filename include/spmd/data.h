@@ -54,8 +54,8 @@ typedef struct {
 spmd_status spmd_idx_parse(const void *buf, size_t len, int expected_ndims, const char *name,
                            spmd_idx *out, char *err, size_t errlen);
 /* Same from a file, raw or gzip-compressed (detected from the content).
- * Errors: SPMD_ERR_IO (open/read/decompress failure), SPMD_ERR_FORMAT,
- * SPMD_ERR_NOMEM.  Offsets in messages are in the uncompressed stream. */
+ * Errors: SPMD_ERR_NOTFOUND (no such file), SPMD_ERR_IO (open/read/
+ * decompress failure), SPMD_ERR_FORMAT, SPMD_ERR_NOMEM.  Offsets in messages are in the uncompressed stream. */
 spmd_status spmd_idx_load(const char *path, int expected_ndims, spmd_idx *out, char *err,
                           size_t errlen);
 /* Free x->data and zero *x.  NULL or an already-freed struct is fine. */
@@ -203,7 +203,8 @@ void spmd_batch_iter_reset(spmd_batch_iter *it);
 #define SPMD_CKPT_MAX_DIMS 8
 /* Limits enforced when reading (and writing). */
 #define SPMD_CKPT_MAX_HEADER ((uint64_t)100 * 1000 * 1000) /* as safetensors */
-#define SPMD_CKPT_MAX_NAME 1024u                            /* bytes per key or value */
+#define SPMD_CKPT_MAX_NAME 1024u                            /* bytes per name or key */
+#define SPMD_CKPT_MAX_VALUE 65536u                          /* bytes per metadata value */
 #define SPMD_CKPT_MAX_TENSORS 100000u
 
 /* A named tensor.  For saving, data is read only (never written) and must
