@@ -36,6 +36,8 @@ struct spmd_group {
     spmd_store *store;            /* prefixed handle for this group (owned) */
     spmd_store_server *store_server; /* owned when this rank hosts the store */
     int own_store_client;
+    char store_prefix[200];       /* this group's key prefix in the store */
+    char bind_host[256];          /* address this rank listens on */
 
     int *p2p_fd;                  /* [world], -1 for self */
     int *coll_fd;                 /* [world], -1 for self */
@@ -104,6 +106,9 @@ spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen);
 void spmd__p2p_stop(spmd_group *g);
 spmd_status spmd__p2p_post_send(spmd_group *g, spmd_work *w);
 spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w);
+/* Withdraw a posted receive that has not matched yet (completes it with
+ * SPMD_ERR_ABORTED); does nothing when it already matched. */
+void spmd__p2p_cancel(spmd_group *g, spmd_work *w);
 /* Queue an abort notice (text) to every live peer. */
 void spmd__p2p_broadcast_abort(spmd_group *g, const char *msg);
 

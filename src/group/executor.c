@@ -1,0 +1,212 @@
+/* executor.c — runs a group's collectives one at a time, in issue order.
+ *
+ * A blocking collective issued while nothing is queued or running runs right
+ * away on the caller's thread (no hand-off, so small collectives cost only
+ * their network round trips).  Otherwise — and always for async calls — the
+ * collective is queued and the executor thread runs it after everything issued
+ * before it.  Either way the same order on every rank keeps them matched.
+ *
+ * A collective that fails after bytes may have moved leaves the collective
+ * channel out of step, so the group is marked failed and the other ranks are
+ * told (they fail too, instead of waiting for the deadline).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "exec_internal.h"
+
+struct spmd__exec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    spmd_work *head, *tail;
+    int busy;
+    int stop;
+    int thread_started;
+    pthread_t thread;
+    spmd__coll_ctx ctx;
+};
+
+void spmd__coll_args_free(spmd__coll_args *a) {
+    free(a->recvbufs);
+    free(a->sendcounts);
+    free(a->sdispls);
+    free(a->recvcounts);
+    free(a->rdispls);
+    a->recvbufs = NULL;
+    a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
+}
+
+/* FNV-1a over the arguments every rank must agree on. */
+static uint32_t describe(const spmd__coll_args *a) {
+    uint64_t v[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dt, (uint64_t)a->op,
+                     (uint64_t)(int64_t)a->root};
+    if (a->sendcounts) v[1] = UINT64_MAX; /* uneven all_to_all: counts differ by design */
+    if (a->kind == SPMD__C_BARRIER) v[1] = v[2] = v[3] = 0;
+    if (a->kind != SPMD__C_REDUCE && a->kind != SPMD__C_ALL_REDUCE && a->kind != SPMD__C_REDUCE_SCATTER)
+        v[3] = 0;
+    uint32_t h = 2166136261u;
+    const unsigned char *p = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static int is_rooted(spmd__coll_kind k) {
+    return k == SPMD__C_BROADCAST || k == SPMD__C_REDUCE || k == SPMD__C_GATHER || k == SPMD__C_SCATTER;
+}
+
+/* Run one collective on the calling thread.  errbuf receives the detail. */
+static spmd_status run_one(spmd_group *g, spmd__coll_args *a, char *errbuf, size_t errlen) {
+    spmd__coll_ctx *c = &g->exec->ctx;
+    char fmsg[SPMD__ERRLEN];
+    spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
+    if (st) {
+        snprintf(errbuf, errlen, "%s", fmsg);
+        return st;
+    }
+    c->seq++;
+    c->kind = a->kind;
+    c->desc = describe(a);
+    c->deadline = spmd__group_deadline(g);
+    c->err[0] = 0;
+    /* Roots that disagree could otherwise send past each other and both
+     * "succeed": a zero-byte ring exchange of the descriptor catches it. */
+    if (is_rooted(a->kind) && g->world > 1) {
+        int w = g->world, r = g->rank;
+        st = spmd__xsendrecv(c, (r + 1) % w, NULL, 0, (r - 1 + w) % w, NULL, 0);
+    }
+    if (!st) st = spmd__coll_run(c, a);
+    if (st) {
+        snprintf(errbuf, errlen, "%s", c->err[0] ? c->err : spmd_status_str(st));
+        /* INVALID is decided identically on every rank before anything moves
+         * (an unknown algorithm, say): the group stays usable. */
+        if (st != SPMD_ERR_INVALID)
+            spmd__group_fail(g, st, 1, "rank %d: %s", g->rank, errbuf);
+    }
+    return st;
+}
+
+static void *exec_main(void *arg) {
+    spmd_group *g = arg;
+    spmd__exec *e = g->exec;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && (!e->head || e->busy)) pthread_cond_wait(&e->cv, &e->mu);
+        if (!e->head) break; /* stop requested and nothing left */
+        spmd_work *w = e->head;
+        e->head = w->next;
+        if (!e->head) e->tail = NULL;
+        w->next = NULL;
+        e->busy = 1;
+        pthread_mutex_unlock(&e->mu);
+        char msg[SPMD__ERRLEN] = "";
+        spmd_status st = run_one(g, &w->args, msg, sizeof msg);
+        spmd__work_complete(w, st, msg);
+        pthread_mutex_lock(&e->mu);
+        e->busy = 0;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static size_t env_size(const char *name, size_t dflt, size_t lo, size_t hi) {
+    long v;
+    if (spmd__env_int(name, (long)lo, (long)hi, &v) == SPMD_OK) return (size_t)v;
+    return dflt;
+}
+
+spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
+    spmd__exec *e = calloc(1, sizeof *e);
+    if (!e) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->ctx.g = g;
+    size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
+    e->ctx.segment_bytes = seg & ~(size_t)63;
+    /* Busy-polling pays when every rank of the node has a core; when the node
+     * is oversubscribed a spinning rank steals the core its peer needs. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int oversubscribed = ncpu > 0 && g->local_world > ncpu;
+    e->ctx.spin_ns = (uint64_t)env_size("SPMD_SPIN_US", oversubscribed ? 5 : 200, 0, 1000000) * 1000u;
+    e->ctx.yield_in_spin = oversubscribed;
+    g->exec = e;
+    return SPMD_OK;
+}
+
+void spmd__exec_stop(spmd_group *g) {
+    spmd__exec *e = g->exec;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->thread_started) pthread_join(e->thread, NULL);
+    /* Anything still queued (only if the thread never started) is failed. */
+    while (e->head) {
+        spmd_work *w = e->head;
+        e->head = w->next;
+        spmd__work_complete(w, SPMD_ERR_ABORTED, "group destroyed before the collective ran");
+    }
+    for (int i = 0; i < SPMD__SCRATCH_SLOTS; i++) free(e->ctx.scratch[i]);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+    g->exec = NULL;
+}
+
+spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work **out) {
+    spmd__exec *e = g->exec;
+    char msg[SPMD__ERRLEN] = "";
+    pthread_mutex_lock(&e->mu);
+    if (!out && !e->busy && !e->head) {
+        /* Idle: run inline. */
+        e->busy = 1;
+        pthread_mutex_unlock(&e->mu);
+        spmd_status st = run_one(g, a, msg, sizeof msg);
+        spmd__coll_args_free(a);
+        pthread_mutex_lock(&e->mu);
+        e->busy = 0;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        if (st) spmd__group_error(g, st, "%s", msg);
+        return st;
+    }
+    spmd_work *w = spmd__work_new(g, SPMD__W_COLL);
+    if (!w) {
+        pthread_mutex_unlock(&e->mu);
+        spmd__coll_args_free(a);
+        return spmd__group_error(g, SPMD_ERR_NOMEM, "out of memory");
+    }
+    w->args = *a;
+    memset(a, 0, sizeof *a);
+    if (!e->thread_started) {
+        int rc = pthread_create(&e->thread, NULL, exec_main, g);
+        if (rc) {
+            pthread_mutex_unlock(&e->mu);
+            spmd__work_complete(w, SPMD_ERR_SYSTEM, "cannot start the executor thread");
+            spmd_work_free(w);
+            return spmd__group_error(g, SPMD_ERR_SYSTEM, "cannot start the executor thread");
+        }
+        e->thread_started = 1;
+    }
+    if (e->tail) e->tail->next = w;
+    else e->head = w;
+    e->tail = w;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (out) {
+        *out = w;
+        return SPMD_OK;
+    }
+    spmd_status st = spmd_work_wait(w, -1);
+    if (st == SPMD_ERR_TIMEOUT && !atomic_load(&w->done)) {
+        /* The executor has its own deadline; the wait above only overshoots
+         * when collectives queued ahead took long.  Wait for it to finish. */
+        st = spmd_work_wait(w, 1 << 30);
+    }
+    if (st) spmd__group_error(g, st, "%s", spmd_work_errmsg(w));
+    spmd_work_free(w);
+    return st;
+}

@@ -1,0 +1,740 @@
+/* progress.c — point-to-point messages: framing, matching and the progress
+ * thread that drives every p2p socket of a group with epoll.
+ *
+ * Wire: every frame starts with 24 bytes, little-endian:
+ *     u32 type | u32 tag | u64 len | u64 id
+ *   EAGER    payload of `len` bytes follows (len <= EAGER_MAX)
+ *   RTS      "I have `len` bytes for you with this tag" (large message, id)
+ *   CTS      receiver to sender: matched, send message `id` now
+ *   DATA     payload of message `id` (len bytes) follows
+ *   NACK     receiver to sender: message `id` refused, receiver expected `len` bytes
+ *   REFUSED  receiver to sender: an eager message with `tag` was refused (expected `len`)
+ *   BYE      the sender is leaving the group cleanly
+ *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason
+ *
+ * Small messages go eagerly (the receiver buffers them if no receive is
+ * posted yet); large ones wait for the receiver's CTS so they land directly in
+ * the posted buffer and a size mismatch is reported to both sides.  Frames to
+ * one peer are written in order; reads never block on the application, so no
+ * peer can stall another.  One mutex guards all of it: the user's threads post
+ * and may write straight to an idle socket, the progress thread does the rest.
+ * A peer whose connection ends without BYE is dead: the whole group fails.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "group_internal.h"
+
+#define HDR 24
+#define EAGER_MAX (64u * 1024u)
+#define ABORT_MAX 1024u
+
+enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_MAX };
+
+typedef struct frame {
+    unsigned char hdr[HDR];
+    const char *payload; /* borrowed (user buffer) unless `owned` */
+    char *owned;
+    size_t plen;
+    size_t off;          /* bytes of hdr+payload already written */
+    spmd_work *w;        /* completed when the frame is fully written (eager, data) */
+    struct frame *next;
+} frame;
+
+/* A message that arrived before its receive was posted. */
+typedef struct unexp {
+    int src;
+    uint32_t type; /* F_EAGER (data held) or F_RTS (id, len only) */
+    uint32_t tag;
+    uint64_t len, id;
+    char *data;
+    struct unexp *next;
+} unexp;
+
+typedef struct {
+    int fd;
+    int dead, left;
+    frame *sq, *sq_tail;
+    int want_out;
+    /* reader state */
+    unsigned char hdr[HDR];
+    size_t hdr_got;
+    int in_payload;
+    uint32_t type, tag;
+    uint64_t len, id;
+    char *dst;           /* where the payload goes (NULL: discard) */
+    uint64_t got;
+    spmd_work *rw;       /* receive completed by this payload, if any */
+    unexp *ux;           /* unexpected eager message being filled */
+    char *abort_text;
+    /* sends waiting for CTS/NACK, receives waiting for DATA */
+    spmd_work *rts_wait, *data_wait;
+    char refused[SPMD__ERRLEN]; /* sticky: an eager send of ours was refused */
+} peer;
+
+struct spmd__p2p {
+    spmd_group *g;
+    pthread_mutex_t mu;
+    pthread_cond_t drained;
+    int epfd, evfd;
+    pthread_t thread;
+    int running;
+    atomic_int stop;
+    peer *peers;
+    spmd_work *posted, *posted_tail; /* receives not matched yet, in post order */
+    unexp *ux, *ux_tail;             /* unexpected messages, in arrival order */
+    uint64_t next_id;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void hdr_put(unsigned char *h, uint32_t type, uint32_t tag, uint64_t len, uint64_t id) {
+    spmd__put_u32(h, type);
+    spmd__put_u32(h + 4, tag);
+    spmd__put_u64(h + 8, len);
+    spmd__put_u64(h + 16, id);
+}
+
+static void list_remove(spmd_work **head, spmd_work *w) {
+    for (spmd_work **p = head; *p; p = &(*p)->next)
+        if (*p == w) { *p = w->next; w->next = NULL; return; }
+}
+
+static spmd_work *list_take_id(spmd_work **head, uint64_t id) {
+    for (spmd_work **p = head; *p; p = &(*p)->next)
+        if ((*p)->id == id) { spmd_work *w = *p; *p = w->next; w->next = NULL; return w; }
+    return NULL;
+}
+
+static void set_out(spmd__p2p *p, int i, int want) {
+    peer *pe = &p->peers[i];
+    if (pe->want_out == want || pe->fd < 0) return;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0), .data.u32 = (uint32_t)i};
+    epoll_ctl(p->epfd, EPOLL_CTL_MOD, pe->fd, &ev);
+    pe->want_out = want;
+}
+
+static void fail_work(spmd_work *w, spmd_status st, const char *msg) { spmd__work_complete(w, st, msg); }
+
+/* Fail every operation in flight (group failed or destroyed). */
+static void fail_everything(spmd__p2p *p, spmd_status st, const char *msg) {
+    spmd_group *g = p->g;
+    while (p->posted) {
+        spmd_work *w = p->posted;
+        p->posted = w->next;
+        fail_work(w, st, msg);
+    }
+    p->posted_tail = NULL;
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        while (pe->rts_wait) { spmd_work *w = pe->rts_wait; pe->rts_wait = w->next; fail_work(w, st, msg); }
+        while (pe->data_wait) { spmd_work *w = pe->data_wait; pe->data_wait = w->next; fail_work(w, st, msg); }
+        for (frame *f = pe->sq; f; f = f->next)
+            if (f->w) { fail_work(f->w, st, msg); f->w = NULL; }
+        if (pe->rw) { fail_work(pe->rw, st, msg); pe->rw = NULL; pe->dst = NULL; }
+    }
+    pthread_cond_broadcast(&p->drained);
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+/* Write as much of peer i's queue as the socket takes.  Returns -1 when the
+ * connection failed (the caller handles the failure). */
+static int flush_peer(spmd__p2p *p, int i) {
+    peer *pe = &p->peers[i];
+    while (pe->sq) {
+        frame *f = pe->sq;
+        size_t total = HDR + f->plen;
+        struct iovec iov[2];
+        int n = 0;
+        if (f->off < HDR) {
+            iov[n].iov_base = f->hdr + f->off;
+            iov[n++].iov_len = HDR - f->off;
+            if (f->plen) {
+                iov[n].iov_base = (void *)(f->owned ? f->owned : f->payload);
+                iov[n++].iov_len = f->plen;
+            }
+        } else {
+            iov[n].iov_base = (char *)(f->owned ? f->owned : f->payload) + (f->off - HDR);
+            iov[n++].iov_len = total - f->off;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        ssize_t w = sendmsg(pe->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) { set_out(p, i, 1); return 0; }
+            return -1;
+        }
+        f->off += (size_t)w;
+        if (f->off < total) continue;
+        pe->sq = f->next;
+        if (!pe->sq) pe->sq_tail = NULL;
+        if (f->w) {
+            spmd_work *done = f->w;
+            done->source = i;
+            spmd__work_complete(done, SPMD_OK, NULL);
+        }
+        free(f->owned);
+        free(f);
+    }
+    set_out(p, i, 0);
+    pthread_cond_broadcast(&p->drained);
+    return 0;
+}
+
+static void peer_died(spmd__p2p *p, int i, const char *why);
+
+/* Queue a frame to peer i and try to write it at once. */
+static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uint64_t len,
+                           uint64_t id, const void *payload, size_t plen, int copy, spmd_work *w) {
+    frame *f = calloc(1, sizeof *f);
+    if (!f) return SPMD_ERR_NOMEM;
+    hdr_put(f->hdr, type, tag, len, id);
+    if (copy && plen) {
+        f->owned = malloc(plen);
+        if (!f->owned) { free(f); return SPMD_ERR_NOMEM; }
+        memcpy(f->owned, payload, plen);
+    } else {
+        f->payload = payload;
+    }
+    f->plen = plen;
+    f->w = w;
+    peer *pe = &p->peers[i];
+    int was_empty = pe->sq == NULL;
+    if (pe->sq_tail) pe->sq_tail->next = f;
+    else pe->sq = f;
+    pe->sq_tail = f;
+    if (was_empty && flush_peer(p, i) < 0) peer_died(p, i, strerror(errno));
+    return SPMD_OK;
+}
+
+/* ---- failure ---------------------------------------------------------------- */
+
+static void peer_died(spmd__p2p *p, int i, const char *why) {
+    peer *pe = &p->peers[i];
+    if (pe->dead) return;
+    pe->dead = 1;
+    if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
+    if (pe->left) {
+        /* It said goodbye first: not a failure, but nothing more can come. */
+        char msg[SPMD__ERRLEN];
+        snprintf(msg, sizeof msg, "rank %d has left the group", i);
+        for (spmd_work **pw = &p->posted; *pw;) {
+            spmd_work *w = *pw;
+            if (w->peer == i) {
+                *pw = w->next;
+                fail_work(w, SPMD_ERR_REMOTE, msg);
+            } else {
+                pw = &w->next;
+            }
+        }
+        p->posted_tail = NULL;
+        for (spmd_work *w = p->posted; w; w = w->next) p->posted_tail = w;
+        return;
+    }
+    /* Unlock around group failure: spmd__group_fail calls back into us
+     * (broadcast_abort / fail_all) and takes our lock. */
+    char msg[SPMD__ERRLEN];
+    snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
+    pthread_mutex_unlock(&p->mu);
+    spmd__group_fail(p->g, SPMD_ERR_REMOTE, 1, "%s", msg);
+    pthread_mutex_lock(&p->mu);
+}
+
+void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
+void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
+    spmd__p2p *p = g->p2p;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    fail_everything(p, st, msg);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void spmd__p2p_broadcast_abort(spmd_group *g, const char *msg) {
+    spmd__p2p *p = g->p2p;
+    if (!p) return;
+    size_t n = strlen(msg);
+    if (n > ABORT_MAX) n = ABORT_MAX;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if (i == g->rank || pe->dead || pe->fd < 0) continue;
+        enqueue(p, i, F_ABORT, 0, n, 0, msg, n, 1, NULL);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- matching ----------------------------------------------------------- */
+
+static int matches(const spmd_work *w, int src, uint32_t tag) {
+    return (w->peer == SPMD_ANY_SOURCE || w->peer == src) &&
+           (w->tag == SPMD_ANY_TAG || (uint32_t)w->tag == tag);
+}
+
+static spmd_work *take_posted(spmd__p2p *p, int src, uint32_t tag) {
+    spmd_work *prev = NULL;
+    for (spmd_work *w = p->posted; w; prev = w, w = w->next) {
+        if (!matches(w, src, tag)) continue;
+        if (prev) prev->next = w->next;
+        else p->posted = w->next;
+        if (p->posted_tail == w) p->posted_tail = prev;
+        w->next = NULL;
+        return w;
+    }
+    return NULL;
+}
+
+static void mismatch_msg(char *buf, size_t len, int self, int src, uint32_t tag, uint64_t got,
+                         size_t want) {
+    snprintf(buf, len,
+             "size mismatch: rank %d sent %llu bytes with tag %u but rank %d's receive expects %zu",
+             src, (unsigned long long)got, tag, self, want);
+}
+
+/* A receive w meets a message from src: an eager payload in `data` (already
+ * complete), or an RTS.  Complete or advance w accordingly. */
+static void deliver_unexpected(spmd__p2p *p, spmd_work *w, unexp *u) {
+    char msg[SPMD__ERRLEN];
+    w->source = u->src;
+    w->tag = (int)u->tag;
+    if (u->len != w->len) {
+        mismatch_msg(msg, sizeof msg, p->g->rank, u->src, u->tag, u->len, w->len);
+        if (u->type == F_RTS) enqueue(p, u->src, F_NACK, u->tag, w->len, u->id, NULL, 0, 0, NULL);
+        else enqueue(p, u->src, F_REFUSED, u->tag, w->len, 0, NULL, 0, 0, NULL);
+        fail_work(w, SPMD_ERR_MISMATCH, msg);
+        return;
+    }
+    if (u->type == F_EAGER) {
+        if (u->len) memcpy(w->buf, u->data, u->len);
+        spmd__work_complete(w, SPMD_OK, NULL);
+        return;
+    }
+    /* RTS: ask for the data, which lands straight into w->buf. */
+    w->id = u->id;
+    w->peer = u->src;
+    peer *pe = &p->peers[u->src];
+    w->next = pe->data_wait;
+    pe->data_wait = w;
+    enqueue(p, u->src, F_CTS, u->tag, u->len, u->id, NULL, 0, 0, NULL);
+}
+
+/* A complete unexpected entry: give it to a posted receive or queue it. */
+static void arrived(spmd__p2p *p, unexp *u) {
+    spmd_work *w = take_posted(p, u->src, u->tag);
+    if (w) {
+        deliver_unexpected(p, w, u);
+        free(u->data);
+        free(u);
+        return;
+    }
+    u->next = NULL;
+    if (p->ux_tail) p->ux_tail->next = u;
+    else p->ux = u;
+    p->ux_tail = u;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* A header is complete: decide where its payload goes.  Returns -1 on a
+ * protocol violation. */
+static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
+    peer *pe = &p->peers[i];
+    pe->type = spmd__get_u32(pe->hdr);
+    pe->tag = spmd__get_u32(pe->hdr + 4);
+    pe->len = spmd__get_u64(pe->hdr + 8);
+    pe->id = spmd__get_u64(pe->hdr + 16);
+    pe->dst = NULL;
+    pe->rw = NULL;
+    pe->ux = NULL;
+    pe->got = 0;
+    pe->in_payload = 0;
+    char msg[SPMD__ERRLEN];
+    switch (pe->type) {
+    case F_EAGER: {
+        if (pe->len > EAGER_MAX) {
+            snprintf(why, whylen, "eager frame of %llu bytes exceeds %u", (unsigned long long)pe->len, EAGER_MAX);
+            return -1;
+        }
+        spmd_work *w = take_posted(p, i, pe->tag);
+        if (w) {
+            w->source = i;
+            w->tag = (int)pe->tag;
+            if (pe->len != w->len) {
+                mismatch_msg(msg, sizeof msg, p->g->rank, i, pe->tag, pe->len, w->len);
+                enqueue(p, i, F_REFUSED, pe->tag, w->len, 0, NULL, 0, 0, NULL);
+                fail_work(w, SPMD_ERR_MISMATCH, msg);
+            } else {
+                pe->rw = w;
+                pe->dst = w->buf;
+            }
+        } else {
+            unexp *u = calloc(1, sizeof *u);
+            char *data = pe->len ? malloc(pe->len) : NULL;
+            if (!u || (pe->len && !data)) {
+                free(u);
+                free(data);
+                snprintf(why, whylen, "out of memory buffering a %llu-byte message", (unsigned long long)pe->len);
+                return -1;
+            }
+            u->src = i;
+            u->type = F_EAGER;
+            u->tag = pe->tag;
+            u->len = pe->len;
+            u->data = data;
+            pe->ux = u;
+            pe->dst = data;
+        }
+        pe->in_payload = 1;
+        return 0;
+    }
+    case F_RTS: {
+        spmd_work *w = take_posted(p, i, pe->tag);
+        unexp u = {.src = i, .type = F_RTS, .tag = pe->tag, .len = pe->len, .id = pe->id};
+        if (w) {
+            deliver_unexpected(p, w, &u);
+        } else {
+            unexp *q = malloc(sizeof *q);
+            if (!q) { snprintf(why, whylen, "out of memory"); return -1; }
+            *q = u;
+            arrived(p, q);
+        }
+        return 0;
+    }
+    case F_CTS: {
+        spmd_work *w = list_take_id(&pe->rts_wait, pe->id);
+        if (!w) { /* the send was cancelled (its caller timed out): nothing to send */
+            SPMD_LOGW("rank %d: rank %d is ready for message %llu, which was cancelled", p->g->rank, i,
+                      (unsigned long long)pe->id);
+            return 0;
+        }
+        return enqueue(p, i, F_DATA, (uint32_t)w->tag, w->len, w->id, w->buf, w->len, 0, w) ? -1 : 0;
+    }
+    case F_DATA: {
+        spmd_work *w = list_take_id(&pe->data_wait, pe->id);
+        if (!w || w->len != pe->len) {
+            snprintf(why, whylen, "DATA for unknown message %llu", (unsigned long long)pe->id);
+            if (w) fail_work(w, SPMD_ERR_PROTOCOL, why);
+            return -1;
+        }
+        pe->rw = w;
+        pe->dst = w->buf;
+        pe->in_payload = 1;
+        return 0;
+    }
+    case F_NACK: {
+        spmd_work *w = list_take_id(&pe->rts_wait, pe->id);
+        if (!w) return 0; /* cancelled meanwhile */
+        snprintf(msg, sizeof msg,
+                 "size mismatch: this send of %zu bytes with tag %d was refused by rank %d, whose receive expects %llu bytes",
+                 w->len, w->tag, i, (unsigned long long)pe->len);
+        fail_work(w, SPMD_ERR_MISMATCH, msg);
+        return 0;
+    }
+    case F_REFUSED:
+        snprintf(pe->refused, sizeof pe->refused,
+                 "size mismatch: an earlier send with tag %u was refused by rank %d, whose receive expected %llu bytes",
+                 pe->tag, i, (unsigned long long)pe->len);
+        return 0;
+    case F_BYE:
+        pe->left = 1;
+        return 0;
+    case F_ABORT:
+        if (pe->len > ABORT_MAX) { snprintf(why, whylen, "abort text too long"); return -1; }
+        pe->abort_text = calloc(1, pe->len + 1);
+        if (!pe->abort_text) { snprintf(why, whylen, "out of memory"); return -1; }
+        pe->dst = pe->abort_text;
+        pe->in_payload = 1;
+        return 0;
+    }
+    snprintf(why, whylen, "unknown frame type %u", pe->type);
+    return -1;
+}
+
+static void on_payload_done(spmd__p2p *p, int i) {
+    peer *pe = &p->peers[i];
+    pe->in_payload = 0;
+    if (pe->rw) {
+        spmd_work *w = pe->rw;
+        pe->rw = NULL;
+        w->source = i;
+        w->tag = (int)pe->tag;
+        spmd__work_complete(w, SPMD_OK, NULL);
+    } else if (pe->ux) {
+        unexp *u = pe->ux;
+        pe->ux = NULL;
+        arrived(p, u);
+    } else if (pe->type == F_ABORT && pe->abort_text) {
+        char *text = pe->abort_text;
+        pe->abort_text = NULL;
+        pthread_mutex_unlock(&p->mu);
+        spmd__group_fail(p->g, SPMD_ERR_ABORTED, 0, "rank %d reported: %s", i, text);
+        pthread_mutex_lock(&p->mu);
+        free(text);
+    }
+    pe->dst = NULL;
+}
+
+/* Read everything available from peer i. */
+static void read_peer(spmd__p2p *p, int i) {
+    peer *pe = &p->peers[i];
+    char why[SPMD__ERRLEN];
+    while (!pe->dead) {
+        ssize_t n;
+        if (!pe->in_payload) {
+            n = recv(pe->fd, pe->hdr + pe->hdr_got, HDR - pe->hdr_got, MSG_DONTWAIT);
+        } else {
+            uint64_t want = pe->len - pe->got;
+            if (want > (1u << 30)) want = 1u << 30;
+            if (pe->dst) {
+                n = recv(pe->fd, pe->dst + pe->got, (size_t)want, MSG_DONTWAIT);
+            } else { /* discard */
+                char sink[4096];
+                n = recv(pe->fd, sink, want < sizeof sink ? (size_t)want : sizeof sink, MSG_DONTWAIT);
+            }
+        }
+        if (n == 0) {
+            peer_died(p, i, "connection closed");
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            peer_died(p, i, strerror(errno));
+            return;
+        }
+        if (!pe->in_payload) {
+            pe->hdr_got += (size_t)n;
+            if (pe->hdr_got < HDR) continue;
+            pe->hdr_got = 0;
+            if (on_header(p, i, why, sizeof why) < 0) {
+                char msg[SPMD__ERRLEN];
+                snprintf(msg, sizeof msg, "protocol error from rank %d: %s", i, why);
+                pe->left = 0;
+                peer_died(p, i, msg);
+                return;
+            }
+            if (pe->in_payload && pe->len == 0) on_payload_done(p, i);
+        } else {
+            pe->got += (uint64_t)n;
+            if (pe->got == pe->len) on_payload_done(p, i);
+        }
+    }
+}
+
+/* ---- the progress thread ------------------------------------------------- */
+
+static void *progress_main(void *arg) {
+    spmd__p2p *p = arg;
+    spmd_group *g = p->g;
+    struct epoll_event evs[64];
+    while (!atomic_load(&p->stop)) {
+        int n = epoll_wait(p->epfd, evs, 64, 1000);
+        if (n < 0 && errno != EINTR) break;
+        pthread_mutex_lock(&p->mu);
+        for (int k = 0; k < n; k++) {
+            uint32_t i = evs[k].data.u32;
+            if (i == (uint32_t)g->world) {
+                uint64_t v;
+                ssize_t r = read(p->evfd, &v, sizeof v);
+                (void)r;
+                continue;
+            }
+            peer *pe = &p->peers[i];
+            if (pe->dead) continue;
+            if (evs[k].events & EPOLLOUT) {
+                if (flush_peer(p, (int)i) < 0) { peer_died(p, (int)i, strerror(errno)); continue; }
+            }
+            if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) read_peer(p, (int)i);
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen) {
+    spmd__p2p *p = calloc(1, sizeof *p);
+    if (!p) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    p->g = g;
+    p->peers = calloc((size_t)g->world, sizeof *p->peers);
+    p->epfd = epoll_create1(EPOLL_CLOEXEC);
+    p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!p->peers || p->epfd < 0 || p->evfd < 0) {
+        int e = errno;
+        if (p->epfd >= 0) close(p->epfd);
+        if (p->evfd >= 0) close(p->evfd);
+        free(p->peers);
+        free(p);
+        return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, e, "creating the progress thread's epoll");
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->drained, NULL);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)g->world};
+    epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev);
+    for (int i = 0; i < g->world; i++) {
+        p->peers[i].fd = g->p2p_fd[i];
+        if (p->peers[i].fd < 0) continue;
+        struct epoll_event pev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)i};
+        epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->peers[i].fd, &pev);
+    }
+    g->p2p = p;
+    if (g->world > 1) {
+        int rc = pthread_create(&p->thread, NULL, progress_main, p);
+        if (rc) {
+            g->p2p = NULL;
+            close(p->epfd);
+            close(p->evfd);
+            free(p->peers);
+            free(p);
+            return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, rc, "starting the progress thread");
+        }
+        p->running = 1;
+    }
+    return SPMD_OK;
+}
+
+void spmd__p2p_stop(spmd_group *g) {
+    spmd__p2p *p = g->p2p;
+    if (!p) return;
+    /* Goodbye to every live peer, then let the queues drain (bounded). */
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if (i == g->rank || pe->dead || pe->fd < 0) continue;
+        enqueue(p, i, F_BYE, 0, 0, 0, NULL, 0, 0, NULL);
+    }
+    int64_t deadline = spmd__now_ms() + 5000;
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < g->world; i++)
+            if (p->peers[i].sq && !p->peers[i].dead) busy = 1;
+        if (!busy || spmd__now_ms() >= deadline || !p->running) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&p->drained, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->stop, 1);
+    uint64_t one = 1;
+    ssize_t r = write(p->evfd, &one, sizeof one);
+    (void)r;
+    if (p->running) pthread_join(p->thread, NULL);
+    pthread_mutex_lock(&p->mu);
+    char msg[SPMD__ERRLEN];
+    snprintf(msg, sizeof msg, "group %s destroyed while the operation was pending", g->name);
+    fail_everything(p, SPMD_ERR_ABORTED, msg);
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        while (pe->sq) { frame *f = pe->sq; pe->sq = f->next; free(f->owned); free(f); }
+        if (pe->ux) { free(pe->ux->data); free(pe->ux); }
+        free(pe->abort_text);
+    }
+    while (p->ux) { unexp *u = p->ux; p->ux = u->next; free(u->data); free(u); }
+    pthread_mutex_unlock(&p->mu);
+    close(p->epfd);
+    close(p->evfd);
+    pthread_cond_destroy(&p->drained);
+    pthread_mutex_destroy(&p->mu);
+    free(p->peers);
+    free(p);
+    g->p2p = NULL;
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+spmd_status spmd__p2p_post_send(spmd_group *g, spmd_work *w) {
+    spmd__p2p *p = g->p2p;
+    char msg[SPMD__ERRLEN];
+    spmd_status st = spmd__group_check(g, msg, sizeof msg);
+    if (st) return spmd__group_error(g, st, "%s", msg);
+    pthread_mutex_lock(&p->mu);
+    peer *pe = &p->peers[w->peer];
+    if (pe->dead || pe->left) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__group_error(g, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
+    }
+    if (pe->refused[0]) {
+        snprintf(msg, sizeof msg, "%s", pe->refused);
+        pe->refused[0] = 0;
+        pthread_mutex_unlock(&p->mu);
+        return spmd__group_error(g, SPMD_ERR_MISMATCH, "%s", msg);
+    }
+    if (w->len <= EAGER_MAX) {
+        st = enqueue(p, w->peer, F_EAGER, (uint32_t)w->tag, w->len, 0, w->buf, w->len, 0, w);
+    } else {
+        w->id = ++p->next_id;
+        w->next = pe->rts_wait;
+        pe->rts_wait = w;
+        st = enqueue(p, w->peer, F_RTS, (uint32_t)w->tag, w->len, w->id, NULL, 0, 0, NULL);
+        if (st) list_remove(&pe->rts_wait, w);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (st) return spmd__group_error(g, st, "send to rank %d: out of memory", w->peer);
+    return SPMD_OK;
+}
+
+spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w) {
+    spmd__p2p *p = g->p2p;
+    char msg[SPMD__ERRLEN];
+    spmd_status st = spmd__group_check(g, msg, sizeof msg);
+    if (st) return spmd__group_error(g, st, "%s", msg);
+    pthread_mutex_lock(&p->mu);
+    /* An earlier unexpected message that matches wins (arrival order). */
+    unexp *prev = NULL;
+    for (unexp *u = p->ux; u; prev = u, u = u->next) {
+        if (!matches(w, u->src, u->tag)) continue;
+        if (prev) prev->next = u->next;
+        else p->ux = u->next;
+        if (p->ux_tail == u) p->ux_tail = prev;
+        deliver_unexpected(p, w, u);
+        free(u->data);
+        free(u);
+        pthread_mutex_unlock(&p->mu);
+        return SPMD_OK;
+    }
+    if (w->peer != SPMD_ANY_SOURCE && (p->peers[w->peer].dead || p->peers[w->peer].left)) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__group_error(g, SPMD_ERR_REMOTE, "receive from rank %d: it has left the group", w->peer);
+    }
+    w->next = NULL;
+    if (p->posted_tail) p->posted_tail->next = w;
+    else p->posted = w;
+    p->posted_tail = w;
+    pthread_mutex_unlock(&p->mu);
+    return SPMD_OK;
+}
+
+void spmd__p2p_cancel(spmd_group *g, spmd_work *w) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    int found = 0;
+    spmd_work *prev = NULL;
+    for (spmd_work *x = p->posted; x; prev = x, x = x->next) {
+        if (x != w) continue;
+        if (prev) prev->next = x->next;
+        else p->posted = x->next;
+        if (p->posted_tail == x) p->posted_tail = prev;
+        found = 1;
+        break;
+    }
+    /* A large send still waiting for the receiver's go-ahead can be withdrawn too. */
+    for (int i = 0; i < g->world && !found; i++) {
+        peer *pe = &p->peers[i];
+        for (spmd_work **pw = &pe->rts_wait; *pw; pw = &(*pw)->next)
+            if (*pw == w) { *pw = w->next; w->next = NULL; found = 1; break; }
+    }
+    if (found) fail_work(w, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
+    pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,135 @@
+/* spawn.c — spmd_spawn: the C counterpart of torch.multiprocessing.spawn.
+ * This process hosts the store on a free loopback port; each child gets the
+ * torchrun environment (with TORCHELASTIC_USE_AGENT_STORE so it connects
+ * instead of hosting), runs fn and exits with its return value.  Children die
+ * with the parent (PR_SET_PDEATHSIG).  The parent waits on pidfds, so a
+ * failure is seen at once: the other children are killed and the first
+ * failure is reported. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "group_internal.h"
+
+static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+static void describe_exit(int status, char *out, size_t len) {
+    if (WIFEXITED(status)) snprintf(out, len, "exited with code %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) {
+        int s = WTERMSIG(status);
+        const char *name = sigabbrev_np(s);
+        snprintf(out, len, "was killed by signal %d (SIG%s)", s, name ? name : "?");
+    } else snprintf(out, len, "ended with status 0x%x", status);
+}
+
+static void child_main(int rank, int nprocs, int port, const char *run_id, spmd_store_server *srv,
+                       pid_t parent, spmd_spawn_fn fn, void *arg) {
+    spmd_store_server_forget(srv);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126); /* parent already gone */
+    char v[32];
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("RANK", v, 1);
+    setenv("LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", nprocs);
+    setenv("WORLD_SIZE", v, 1);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
+    setenv("GROUP_RANK", "0", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", port);
+    setenv("MASTER_PORT", v, 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("SPMD_RUN_ID", run_id, 1);
+    int rc = fn(rank, nprocs, arg);
+    fflush(NULL);
+    _exit(rc & 0xff);
+}
+
+spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int timeout_ms, char *report,
+                               size_t reportlen) {
+    if (nprocs < 1 || !fn) return spmd__fail(report, reportlen, SPMD_ERR_INVALID, "spawn: bad arguments");
+    if (report && reportlen) report[0] = 0;
+    spmd_store_server *srv = NULL;
+    spmd_status st = spmd_store_server_start("127.0.0.1", 0, &srv, report, reportlen);
+    if (st) return st;
+    int port = spmd_store_server_port(srv);
+    char run_id[40];
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = spmd__now_ns();
+    snprintf(run_id, sizeof run_id, "spawn-%016llx", (unsigned long long)r);
+    pid_t *pids = calloc((size_t)nprocs, sizeof *pids);
+    struct pollfd *pfd = calloc((size_t)nprocs, sizeof *pfd);
+    int *alive = calloc((size_t)nprocs, sizeof *alive);
+    if (!pids || !pfd || !alive) {
+        free(pids); free(pfd); free(alive);
+        spmd_store_server_stop(srv);
+        return spmd__fail(report, reportlen, SPMD_ERR_NOMEM, "spawn: out of memory");
+    }
+    fflush(NULL); /* don't duplicate buffered output into the children */
+    pid_t parent = getpid();
+    int started = 0;
+    for (int i = 0; i < nprocs; i++) {
+        pid_t pid = fork();
+        if (pid == 0) child_main(i, nprocs, port, run_id, srv, parent, fn, arg);
+        if (pid < 0) {
+            st = spmd__fail_errno(report, reportlen, SPMD_ERR_SYSTEM, errno, "spawn: fork of rank %d", i);
+            break;
+        }
+        pids[i] = pid;
+        alive[i] = 1;
+        pfd[i].fd = pidfd_open_(pid);
+        pfd[i].events = POLLIN;
+        started++;
+    }
+    int64_t deadline = spmd__deadline(timeout_ms);
+    int left = started, failed = st != SPMD_OK;
+    while (left > 0) {
+        int wait_ms = spmd__remaining_ms(deadline);
+        if (wait_ms == 0 && !failed) {
+            st = spmd__fail(report, reportlen, SPMD_ERR_TIMEOUT, "spawn: ranks still running after %d ms", timeout_ms);
+            failed = 1;
+            for (int i = 0; i < started; i++) if (alive[i]) kill(pids[i], SIGKILL);
+        }
+        int rc = poll(pfd, (nfds_t)started, failed ? 1000 : (wait_ms < 0 || wait_ms > 1000 ? 1000 : wait_ms));
+        if (rc < 0 && errno != EINTR) break;
+        for (int i = 0; i < started; i++) {
+            if (!alive[i]) continue;
+            int status = 0;
+            pid_t w = waitpid(pids[i], &status, WNOHANG);
+            if (w != pids[i]) continue;
+            alive[i] = 0;
+            if (pfd[i].fd >= 0) close(pfd[i].fd);
+            pfd[i].fd = -1;
+            left--;
+            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (!ok && !failed) {
+                char how[96];
+                describe_exit(status, how, sizeof how);
+                st = spmd__fail(report, reportlen, SPMD_ERR_REMOTE, "rank %d (pid %ld) %s", i, (long)pids[i], how);
+                failed = 1;
+                for (int j = 0; j < started; j++) if (alive[j]) kill(pids[j], SIGKILL);
+            }
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        if (alive[i]) { kill(pids[i], SIGKILL); waitpid(pids[i], NULL, 0); }
+        if (pfd[i].fd >= 0) close(pfd[i].fd);
+    }
+    free(pids);
+    free(pfd);
+    free(alive);
+    spmd_store_server_stop(srv);
+    return st;
+}
+
+spmd_status spmd_spawn(int nprocs, spmd_spawn_fn fn, void *arg, char *report, size_t reportlen) {
+    return spmd_spawn_timeout(nprocs, fn, arg, -1, report, reportlen);
+}
