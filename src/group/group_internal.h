@@ -110,7 +110,7 @@ spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w);
  * SPMD_ERR_ABORTED); does nothing when it already matched. */
 void spmd__p2p_cancel(spmd_group *g, spmd_work *w);
 /* Queue an abort notice (text) to every live peer. */
-void spmd__p2p_broadcast_abort(spmd_group *g, const char *msg);
+void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg);
 
 /* ---- collective executor (executor.c) ----------------------------------- */
 spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen);

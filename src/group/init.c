@@ -52,7 +52,7 @@ void spmd__group_fail(spmd_group *g, spmd_status st, int tell_peers, const char 
     pthread_mutex_unlock(&g->fail_mu);
     if (!first) return;
     SPMD_LOGI("group %s failed on rank %d: %s", g->name, g->rank, buf);
-    if (tell_peers) spmd__p2p_broadcast_abort(g, buf);
+    if (tell_peers) spmd__p2p_broadcast_abort(g, st, buf);
     spmd__p2p_fail_all(g, st, buf);
 }
 

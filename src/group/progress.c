@@ -260,7 +260,7 @@ void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void spmd__p2p_broadcast_abort(spmd_group *g, const char *msg) {
+void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     size_t n = strlen(msg);
@@ -269,7 +269,8 @@ void spmd__p2p_broadcast_abort(spmd_group *g, const char *msg) {
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (i == g->rank || pe->dead || pe->fd < 0) continue;
-        enqueue(p, i, F_ABORT, 0, n, 0, msg, n, 1, NULL);
+        /* the tag field carries the failure's status code */
+        enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, 0, msg, n, 1, NULL);
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -477,7 +478,9 @@ static void on_payload_done(spmd__p2p *p, int i) {
         char *text = pe->abort_text;
         pe->abort_text = NULL;
         pthread_mutex_unlock(&p->mu);
-        spmd__group_fail(p->g, SPMD_ERR_ABORTED, 0, "rank %d reported: %s", i, text);
+        int code = (int32_t)pe->tag;
+        spmd_status st = code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
+        spmd__group_fail(p->g, st, 0, "rank %d reported: %s", i, text);
         pthread_mutex_lock(&p->mu);
         free(text);
     }

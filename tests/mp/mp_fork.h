@@ -1,0 +1,61 @@
+/* tests/mp/mp_fork.h — fork ranks by hand when a test needs to see each
+ * child's fate (spmd_spawn kills the others at the first failure, which is
+ * right for users but hides what survivors report).  The test process hosts
+ * the store on a free port; each child gets the torchrun environment plus
+ * per-rank overrides. */
+#ifndef SPMD_TEST_MP_FORK_H
+#define SPMD_TEST_MP_FORK_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "spmd/store.h"
+
+typedef int (*mp_fn)(int index, void *arg);
+
+/* Fork n children; child i gets RANK=ranks[i] (or i when ranks is NULL) and
+ * WORLD_SIZE=worlds[i] (or world).  Returns 0 and fills status[i] with each
+ * child's wait status; children still alive after timeout_s are killed. */
+static int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp_fn fn, void *arg,
+                       int timeout_s, int *status) {
+    spmd_store_server *srv = NULL;
+    char err[256];
+    if (spmd_store_server_start("127.0.0.1", 0, &srv, err, sizeof err)) {
+        fprintf(stderr, "store: %s\n", err);
+        return -1;
+    }
+    int port = spmd_store_server_port(srv);
+    pid_t pids[64];
+    fflush(NULL);
+    for (int i = 0; i < n; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            spmd_store_server_forget(srv);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            alarm((unsigned)timeout_s + 5); /* belt and braces: never outlive the test */
+            char v[32];
+            snprintf(v, sizeof v, "%d", ranks ? ranks[i] : i);
+            setenv("RANK", v, 1);
+            snprintf(v, sizeof v, "%d", worlds ? worlds[i] : world);
+            setenv("WORLD_SIZE", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            snprintf(v, sizeof v, "%d", port);
+            setenv("MASTER_PORT", v, 1);
+            setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+            int rc = fn(i, arg);
+            fflush(NULL);
+            _exit(rc);
+        }
+        pids[i] = pid;
+    }
+    for (int i = 0; i < n; i++) waitpid(pids[i], &status[i], 0);
+    spmd_store_server_stop(srv);
+    return 0;
+}
+
+static int mp_exited_ok(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+#endif
