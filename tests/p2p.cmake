@@ -1,2 +1,7 @@
 spmd_test(test_p2p SOURCES mp/test_p2p.c LABELS mp TIMEOUT 300)
 spmd_test(test_failure SOURCES mp/test_failure.c LABELS mp TIMEOUT 120)
+add_executable(netns_worker netns/netns_worker.c)
+target_link_libraries(netns_worker PRIVATE spmd_static)
+set_target_properties(netns_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+add_test(NAME test_netns_p2p COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/netns/test_netns_p2p.sh $<TARGET_FILE:netns_worker>)
+set_tests_properties(test_netns_p2p PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "mp;netns" RUN_SERIAL TRUE)
