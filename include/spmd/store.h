@@ -79,7 +79,8 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
                                char *err, size_t errlen);
 /* A second handle on the same connection whose keys are prefixed with
  * `prefix` and a '/' (as torch's PrefixStore: key "k" of prefix "g1" is
- * "g1/k" in the store; prefixes nest).  It inherits the parent's timeout.
+ * "g1/k" in the store; prefixes nest; "" adds nothing: a second handle on the
+ * same namespace, e.g. one per thread).  It inherits the parent's timeout.
  * Handles may be closed in any order: the connection goes with the last. */
 spmd_status spmd_store_prefixed(spmd_store *parent, const char *prefix, spmd_store **out);
 void spmd_store_close(spmd_store *s);

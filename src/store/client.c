@@ -123,24 +123,27 @@ spmd_status spmd_store_prefixed(spmd_store *parent, const char *prefix, spmd_sto
         if (parent) fail(parent, SPMD_ERR_INVALID, "store prefixed: NULL prefix or out");
         return SPMD_ERR_INVALID;
     }
-    size_t n = strlen(prefix);
-    if (parent->plen + n + 1 > SPMD_STORE_MAX_KEY)
+    /* "" adds nothing: a second handle on the same namespace (own errmsg). */
+    size_t n = strlen(prefix), add = n ? n + 1 : 0;
+    if (parent->plen + add > SPMD_STORE_MAX_KEY)
         return fail(parent, SPMD_ERR_INVALID, "store prefixed: prefix of %zu bytes is too long",
-                    parent->plen + n + 1);
+                    parent->plen + add);
     spmd_store *h = calloc(1, sizeof *h);
-    char *p = malloc(parent->plen + n + 2);
+    char *p = malloc(parent->plen + add + 1);
     if (!h || !p) {
         free(h);
         free(p);
         return fail(parent, SPMD_ERR_NOMEM, "store prefixed: out of memory");
     }
     memcpy(p, parent->prefix, parent->plen);
-    memcpy(p + parent->plen, prefix, n);
-    p[parent->plen + n] = '/';
-    p[parent->plen + n + 1] = 0;
+    if (n) {
+        memcpy(p + parent->plen, prefix, n);
+        p[parent->plen + n] = '/';
+    }
+    p[parent->plen + add] = 0;
     h->c = parent->c;
     h->prefix = p;
-    h->plen = parent->plen + n + 1;
+    h->plen = parent->plen + add;
     atomic_init(&h->timeout_ms, atomic_load(&parent->timeout_ms));
     atomic_fetch_add(&h->c->refs, 1);
     *out = h;

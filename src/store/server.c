@@ -262,8 +262,8 @@ static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) 
         va_start(ap, fmt);
         vsnprintf(why, sizeof why, fmt, ap);
         va_end(ap);
-        spmd__log(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG, "store server: dropping client %s: %s",
-                  c->name, why);
+        spmd__log(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG, "store server: %s client %s: %s",
+                  warn ? "dropping" : "closing", c->name, why);
     }
     unpark(s, c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -728,7 +728,7 @@ static void on_readable(spmd_store_server *s, conn *c) {
         drop(s, c, 1, "connection closed in the middle of a %s (%zu bytes of it received)",
              c->hello_done ? "request" : "handshake", c->in_len - c->in_off);
     else
-        drop(s, c, 0, "closed the connection");
+        drop(s, c, 0, "it closed the connection");
 }
 
 static void accept_all(spmd_store_server *s) {

@@ -1,0 +1,7 @@
+# Store tests: codec, operations, blocking, concurrency, garbage clients, fork.
+spmd_test(test_store_wire SOURCES unit/test_store_wire.c LABELS unit store TIMEOUT 60)
+spmd_test(test_store_ops SOURCES unit/test_store_ops.c LABELS unit store TIMEOUT 60)
+spmd_test(test_store_block SOURCES unit/test_store_block.c LABELS unit store TIMEOUT 60)
+spmd_test(test_store_threads SOURCES unit/test_store_threads.c LABELS unit store TIMEOUT 120)
+spmd_test(test_store_garbage SOURCES unit/test_store_garbage.c LABELS unit store TIMEOUT 60)
+spmd_test(test_store_fork SOURCES mp/test_store_fork.c LABELS mp store TIMEOUT 60)
