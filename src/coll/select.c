@@ -1,0 +1,286 @@
+/* src/coll/select.c — which algorithm runs a collective, and the work every
+ * collective shares around it (world size 1, in place vs out of place, AVG).
+ *
+ * Choice, first match wins:
+ *   1. the per-call option (spmd_coll_opts.algo, checked by api.c),
+ *   2. the environment: SPMD_ALGO_<COLLECTIVE>=<name>, e.g.
+ *      SPMD_ALGO_ALL_REDUCE=ring, SPMD_ALGO_BROADCAST=tree,
+ *   3. the table below: the first row of the collective whose byte range and
+ *      world-size range contain this call.
+ * A name that is unknown, or that names an algorithm of another collective,
+ * fails with SPMD_ERR_INVALID listing the valid names.
+ *
+ * "bytes" is what every rank agrees on without talking: the buffer for
+ * broadcast/reduce/all_reduce, the whole w·count output (or input) for the
+ * gather/scatter family, reduce_scatter and all_to_all.  all_to_all_v's
+ * counts differ per rank, so it never depends on them (pairwise always).
+ *
+ * The thresholds were measured on the 2-core development machine over TCP
+ * loopback (docs/PERFORMANCE.md has the sweeps); rows with an empty byte
+ * range are never picked automatically but stay available by name.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coll/algos.h"
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define ANY_SIZE SIZE_MAX
+#define ANY_WORLD 1 << 30
+#define BY_NAME_ONLY 0, 0, 0, 0
+
+typedef struct {
+    spmd__coll_kind kind;
+    const char *name;
+    spmd__algo_fn fn;
+    size_t lo, hi;  /* automatic choice for lo <= bytes < hi */
+    int wlo, whi;   /* ... and wlo <= world <= whi */
+} algo_row;
+
+/* clang-format off */
+static const algo_row TABLE[] = {
+/*  collective                name         function                       bytes from .. to        world  */
+    {SPMD__C_BARRIER,        "dissemination", spmd__barrier_dissemination, 0, ANY_SIZE,          2, ANY_WORLD},
+
+    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         512 * KiB,      2, ANY_WORLD},
+    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         ANY_SIZE,       2, 3},
+    {SPMD__C_BROADCAST,      "scatter_ring", spmd__bcast_scatter_ring, 512 * KiB, ANY_SIZE,       4, ANY_WORLD},
+
+    {SPMD__C_REDUCE,         "tree",      spmd__reduce_tree,           0,         ANY_SIZE,       2, ANY_WORLD},
+
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         8 * KiB,        2, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         8 * KiB,   256 * KiB,      2, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "ring",      spmd__allreduce_ring,        256 * KiB, ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "naive",     spmd__allreduce_naive,       BY_NAME_ONLY},
+    {SPMD__C_ALL_REDUCE,     "butterfly", spmd__allreduce_butterfly,   BY_NAME_ONLY},
+
+    {SPMD__C_GATHER,         "tree",      spmd__gather_tree,           0,         4 * KiB,        4, ANY_WORLD},
+    {SPMD__C_GATHER,         "linear",    spmd__gather_linear,         0,         ANY_SIZE,       2, ANY_WORLD},
+
+    {SPMD__C_SCATTER,        "tree",      spmd__scatter_tree,          0,         4 * KiB,        4, ANY_WORLD},
+    {SPMD__C_SCATTER,        "linear",    spmd__scatter_linear,        0,         ANY_SIZE,       2, ANY_WORLD},
+
+    {SPMD__C_ALL_GATHER,     "bruck",     spmd__allgather_bruck,       0,         16 * KiB,       2, ANY_WORLD},
+    {SPMD__C_ALL_GATHER,     "ring",      spmd__allgather_ring,        0,         ANY_SIZE,       2, ANY_WORLD},
+
+    {SPMD__C_REDUCE_SCATTER, "direct",    spmd__reduce_scatter_direct, 0,         16 * KiB,       2, ANY_WORLD},
+    {SPMD__C_REDUCE_SCATTER, "ring",      spmd__reduce_scatter_ring,   0,         ANY_SIZE,       2, ANY_WORLD},
+
+    {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         64 * KiB,       2, ANY_WORLD},
+    {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD},
+};
+/* clang-format on */
+#define NROWS (sizeof TABLE / sizeof TABLE[0])
+
+static const char *const KIND_NAMES[SPMD__C_KIND_COUNT] = {
+    [SPMD__C_BARRIER] = "barrier",       [SPMD__C_BROADCAST] = "broadcast",
+    [SPMD__C_REDUCE] = "reduce",         [SPMD__C_ALL_REDUCE] = "all_reduce",
+    [SPMD__C_GATHER] = "gather",         [SPMD__C_ALL_GATHER] = "all_gather",
+    [SPMD__C_SCATTER] = "scatter",       [SPMD__C_REDUCE_SCATTER] = "reduce_scatter",
+    [SPMD__C_ALL_TO_ALL] = "all_to_all",
+};
+
+const char *spmd__coll_kind_name(spmd__coll_kind k) {
+    if ((int)k <= 0 || k >= SPMD__C_KIND_COUNT || !KIND_NAMES[k]) return "?";
+    return KIND_NAMES[k];
+}
+
+void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
+    size_t used = 0;
+    if (outlen) out[0] = '\0';
+    for (size_t i = 0; i < NROWS; i++) {
+        if (TABLE[i].kind != k) continue;
+        int dup = 0;
+        for (size_t j = 0; j < i; j++)
+            if (TABLE[j].kind == k && strcmp(TABLE[j].name, TABLE[i].name) == 0) dup = 1;
+        if (dup) continue;
+        int m = snprintf(out + used, outlen > used ? outlen - used : 0, "%s%s", used ? ", " : "",
+                         TABLE[i].name);
+        if (m > 0) used += (size_t)m;
+        if (used >= outlen) break;
+    }
+}
+
+static const algo_row *find_named(spmd__coll_kind k, const char *name) {
+    for (size_t i = 0; i < NROWS; i++)
+        if (TABLE[i].kind == k && strcmp(TABLE[i].name, name) == 0) return &TABLE[i];
+    return NULL;
+}
+
+static void invalid_name_msg(spmd__coll_kind k, const char *name, const char *origin, char *err,
+                             size_t errlen) {
+    char names[256];
+    spmd__coll_algo_names(k, names, sizeof names);
+    int other = 0;
+    for (size_t i = 0; i < NROWS; i++)
+        if (strcmp(TABLE[i].name, name) == 0) other = 1;
+    snprintf(err, errlen, "%s: %s algorithm '%s'%s; valid choices: %s", spmd__coll_kind_name(k),
+             other ? "no" : "unknown", name, origin, names);
+    if (other) { /* say it exists, but for another collective */
+        size_t l = strlen(err);
+        snprintf(err + l, errlen > l ? errlen - l : 0, " ('%s' is an algorithm of another collective)",
+                 name);
+    }
+}
+
+spmd_status spmd__coll_algo_check(spmd__coll_kind k, const char *name, char *err, size_t errlen) {
+    if (find_named(k, name)) return SPMD_OK;
+    invalid_name_msg(k, name, "", err, errlen);
+    return SPMD_ERR_INVALID;
+}
+
+/* Bytes every rank agrees on (see the header comment). */
+static size_t select_bytes(const spmd__coll_args *a, int w) {
+    const size_t es = spmd_dtype_size(a->dt);
+    switch (a->kind) {
+    case SPMD__C_BROADCAST:
+    case SPMD__C_REDUCE:
+    case SPMD__C_ALL_REDUCE: return a->count * es;
+    case SPMD__C_ALL_TO_ALL:
+        if (a->sendcounts) return ANY_SIZE; /* uneven: never rank-dependent */
+        return a->count * es * (size_t)w;
+    case SPMD__C_GATHER:
+    case SPMD__C_SCATTER:
+    case SPMD__C_ALL_GATHER:
+    case SPMD__C_REDUCE_SCATTER: return a->count * es * (size_t)w;
+    default: return 0;
+    }
+}
+
+static const algo_row *auto_row(const spmd__coll_args *a, int w) {
+    const size_t bytes = select_bytes(a, w);
+    for (size_t i = 0; i < NROWS; i++) {
+        const algo_row *t = &TABLE[i];
+        if (t->kind != a->kind || t->lo == t->hi) continue;
+        if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
+    }
+    return NULL;
+}
+
+const char *spmd__coll_select_name(const spmd__coll_args *a, int w) {
+    const algo_row *t = auto_row(a, w);
+    return t ? t->name : NULL;
+}
+
+/* SPMD_ALGO_ALL_REDUCE etc. */
+static const char *env_choice(spmd__coll_kind k, char *var, size_t varlen) {
+    const char *kn = spmd__coll_kind_name(k);
+    size_t i = 0;
+    int m = snprintf(var, varlen, "SPMD_ALGO_");
+    if (m < 0) return NULL;
+    i = (size_t)m;
+    for (; *kn && i + 1 < varlen; kn++) var[i++] = (char)toupper((unsigned char)*kn);
+    var[i] = '\0';
+    const char *v = getenv(var);
+    return v && *v ? v : NULL;
+}
+
+/* ---- what every algorithm would otherwise repeat ------------------------- */
+
+/* World size 1: the result is our own input. */
+static spmd_status run_local(spmd__coll_ctx *c, const spmd__coll_args *a) {
+    const size_t es = spmd_dtype_size(a->dt), bytes = a->count * es;
+    switch (a->kind) {
+    case SPMD__C_BARRIER:
+    case SPMD__C_BROADCAST: return SPMD_OK;
+    case SPMD__C_REDUCE:
+    case SPMD__C_ALL_REDUCE:
+    case SPMD__C_GATHER:
+    case SPMD__C_SCATTER:
+    case SPMD__C_REDUCE_SCATTER:
+        spmd__copy(a->recvbuf, a->sendbuf, bytes);
+        return SPMD_OK;
+    case SPMD__C_ALL_GATHER:
+        spmd__copy(spmd__block(a, a->recvbuf, 0, es), a->sendbuf, bytes);
+        return SPMD_OK;
+    case SPMD__C_ALL_TO_ALL: {
+        size_t so, sl, ro, rl;
+        spmd__a2a_block(a, 0, 0, &so, &sl);
+        spmd__a2a_block(a, 0, 1, &ro, &rl);
+        if (sl != rl)
+            return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
+                                   "all_to_all: rank 0 sends itself %zu bytes but expects %zu", sl, rl);
+        spmd__copy((char *)a->recvbuf + ro, (const char *)a->sendbuf + so, sl);
+        return SPMD_OK;
+    }
+    default: return spmd__coll_fail(c, SPMD_ERR_INVALID, "unknown collective kind %d", (int)a->kind);
+    }
+}
+
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
+    if (!alen || !blen) return 0;
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + blen && y < x + alen;
+}
+
+/* Bytes spanned by the send side of an all_to_all. */
+static size_t a2a_send_extent(const spmd__coll_args *a, int w) {
+    size_t ext = 0, off, len;
+    for (int i = 0; i < w; i++) {
+        spmd__a2a_block(a, i, 0, &off, &len);
+        if (len && off + len > ext) ext = off + len;
+    }
+    return ext;
+}
+static size_t a2a_recv_extent(const spmd__coll_args *a, int w) {
+    size_t ext = 0, off, len;
+    for (int i = 0; i < w; i++) {
+        spmd__a2a_block(a, i, 1, &off, &len);
+        if (len && off + len > ext) ext = off + len;
+    }
+    return ext;
+}
+
+spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
+    const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
+    if ((int)a->kind <= 0 || a->kind >= SPMD__C_KIND_COUNT)
+        return spmd__coll_fail(c, SPMD_ERR_INVALID, "unknown collective kind %d", (int)a->kind);
+
+    const algo_row *row = NULL;
+    char var[64];
+    const char *name = a->algo[0] ? a->algo : env_choice(a->kind, var, sizeof var);
+    if (name) {
+        row = find_named(a->kind, name);
+        if (!row) {
+            char msg[SPMD__ERRLEN], origin[96];
+            if (a->algo[0]) snprintf(origin, sizeof origin, " (spmd_coll_opts.algo)");
+            else snprintf(origin, sizeof origin, " (from %s)", var);
+            invalid_name_msg(a->kind, name, origin, msg, sizeof msg);
+            return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s", msg);
+        }
+    }
+    if (w == 1) return run_local(c, a);
+    if (!row) row = auto_row(a, w);
+    if (!row)
+        return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s: no algorithm for world size %d",
+                               spmd__coll_kind_name(a->kind), w);
+    SPMD_LOGD("%s: count %zu %s, world %d: algorithm %s", spmd__coll_kind_name(a->kind), a->count,
+              spmd_dtype_name(a->dt), w, row->name);
+
+    spmd__coll_args b = *a;
+    const size_t es = spmd_dtype_size(a->dt);
+    if (a->kind == SPMD__C_ALL_GATHER) {
+        /* own block in place once, for every algorithm (memmove: it may overlap) */
+        spmd__copy(spmd__block(a, a->recvbuf, r, es), a->sendbuf, a->count * es);
+    } else if (a->kind == SPMD__C_ALL_TO_ALL) {
+        const size_t sext = a2a_send_extent(a, w);
+        if (overlaps(a->sendbuf, sext, a->recvbuf, a2a_recv_extent(a, w))) {
+            void *copy = spmd__scratch(c, 3, sext);
+            if (!copy) return SPMD__NOMEM(c, "in-place all_to_all", sext);
+            memcpy(copy, a->sendbuf, sext);
+            b.sendbuf = copy;
+        }
+    }
+
+    spmd_status st = row->fn(c, &b);
+    if (st != SPMD_OK) return st;
+
+    if (a->op == SPMD_AVG) {
+        if (a->kind == SPMD__C_ALL_REDUCE || a->kind == SPMD__C_REDUCE_SCATTER ||
+            (a->kind == SPMD__C_REDUCE && r == a->root))
+            spmd__avg_finish(a->recvbuf, a->count, a->dt, w);
+    }
+    return SPMD_OK;
+}
