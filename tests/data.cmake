@@ -11,3 +11,6 @@ add_test(NAME test_data_ckpt_python
          COMMAND test_data_ckpt_torch python ${CMAKE_CURRENT_SOURCE_DIR}/data/check_safetensors.py)
 set_tests_properties(test_data_ckpt_python PROPERTIES SKIP_RETURN_CODE 77 LABELS "unit;python"
                      TIMEOUT 120)
+spmd_test(test_data_fashion_mnist SOURCES unit/test_data_fashion_mnist.c LIBS spmdnn
+          LABELS "unit;dataset" TIMEOUT 60)
+set_tests_properties(test_data_fashion_mnist PROPERTIES SKIP_RETURN_CODE 77)
