@@ -6,7 +6,7 @@
  * GEMM per layer instead of one per sample keeps OpenBLAS efficient. */
 #include <string.h>
 #include <cblas.h>
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
 spmd_status spmd_conv2d_dims_init(spmd_conv2d_dims *d, int c, int h, int w, int oc, int k,
                                   int stride, int pad) {
@@ -124,14 +124,8 @@ void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
     /* dw (OC, K) += dout (OC, N) @ col^T (N, K) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->oc, K, N, 1.0f, dout, N, col, N,
                 1.0f, dw, K);
-    if (db) {
-        for (int o = 0; o < d->oc; o++) {
-            const float *row = dout + (size_t)o * N;
-            float s = 0.0f;
-            for (int i = 0; i < N; i++) s += row[i];
-            db[o] += s;
-        }
-    }
+    if (db)
+        for (int o = 0; o < d->oc; o++) db[o] += spmd__sum(dout + (size_t)o * N, (size_t)N);
     if (dinp) {
         /* dcol (K, N) = w^T (K, OC) @ dout (OC, N), then scatter back */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, d->oc, 1.0f, w, K, dout, N,

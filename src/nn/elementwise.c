@@ -1,16 +1,28 @@
 /* elementwise.c — ReLU, dropout, residual add, flatten (a layout change). */
 #include <string.h>
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
+/* The loops load every operand unconditionally so the compiler can turn the
+ * select into a vector mask (a conditional load would stay a branch, and a
+ * branch on random signs mispredicts half the time). */
 void spmd_relu_forward(float *out, const float *inp, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float v = inp[i];
+        out[i] = v > 0.0f ? v : 0.0f;
+    }
 }
 
 void spmd_relu_backward(float *dinp, const float *dout, const float *out, size_t n, int acc) {
     if (acc) {
-        for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            float g = dout[i];
+            dinp[i] += out[i] > 0.0f ? g : 0.0f;
+        }
     } else {
-        for (size_t i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            float g = dout[i];
+            dinp[i] = out[i] > 0.0f ? g : 0.0f;
+        }
     }
 }
 
@@ -59,4 +71,15 @@ void spmd_flatten_backward(float *dinp, const float *dout, int C, int B, int HW,
             }
         }
     }
+}
+
+float spmd__sum(const float *x, size_t n) {
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (; i < n; i++) s += x[i];
+    for (int j = 0; j < 16; j++) s += acc[j];
+    return s;
 }

@@ -2,7 +2,7 @@
 #include <math.h>
 #include "spmd/nn.h"
 
-float spmd_cross_entropy(float *dlogits, const float *logits, const int32_t *targets, int B,
+float spmd_cross_entropy(float *dlogits, const float *logits, const int *targets, int B,
                          int V, int *correct) {
     double total = 0.0;
     int hits = 0;

@@ -2,8 +2,39 @@
 #include <string.h>
 #include "spmd/nn.h"
 
+/* k == 2 (the seed CNN) has its own branch-free path. */
+static void maxpool2(float *out, int32_t *idx, const float *inp, int planes, int h, int w) {
+    const int oh = h / 2, ow = w / 2;
+    for (int p = 0; p < planes; p++) {
+        const float *in = inp + (size_t)p * h * w;
+        float *o = out + (size_t)p * oh * ow;
+        int32_t *ix = idx + (size_t)p * oh * ow;
+        for (int y = 0; y < oh; y++) {
+            const float *r0 = in + (size_t)(2 * y) * w, *r1 = r0 + w;
+            for (int x = 0; x < ow; x++) {
+                float m = r0[2 * x];
+                int32_t at = 2 * y * w + 2 * x;
+                float c[3] = {r0[2 * x + 1], r1[2 * x], r1[2 * x + 1]};
+                int32_t ci[3] = {at + 1, at + w, at + w + 1};
+                for (int j = 0; j < 3; j++) {
+                    /* strict '>' keeps the first maximum as torch does; NaN wins */
+                    int take = (c[j] > m) | (c[j] != c[j]);
+                    m = take ? c[j] : m;
+                    at = take ? ci[j] : at;
+                }
+                o[y * ow + x] = m;
+                ix[y * ow + x] = at;
+            }
+        }
+    }
+}
+
 void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes, int h, int w,
                           int k) {
+    if (k == 2) {
+        maxpool2(out, idx, inp, planes, h, w);
+        return;
+    }
     const int oh = h / k, ow = w / k;
     for (int p = 0; p < planes; p++) {
         const float *in = inp + (size_t)p * h * w;
@@ -16,7 +47,6 @@ void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes
                 for (int dy = 0; dy < k; dy++) {
                     const float *r = in + (size_t)(y * k + dy) * w + x * k;
                     for (int dx = 0; dx < k; dx++) {
-                        /* strict '>' keeps the first maximum, like torch; NaN propagates */
                         if (r[dx] > bv || r[dx] != r[dx]) {
                             bv = r[dx];
                             best = (y * k + dy) * w + x * k + dx;
