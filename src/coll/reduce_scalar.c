@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include "coll/reduce.h"
+#include "coll/reduce_half.h"
 
 /* ---- float MIN/MAX: NaN-propagating, -0.0 < +0.0 (see reduce.h) ---------- */
 
@@ -140,8 +141,8 @@ static void avg_f64(void *buf, size_t n, int divisor) {
             p[i] = FROM32(TO32(p[i]) / (float)divisor);                           \
     }
 
-HALF_KERNELS(f16, spmd__f16_to_f32, spmd__f32_to_f16)
-HALF_KERNELS(bf16, spmd__bf16_to_f32, spmd__f32_to_bf16)
+HALF_KERNELS(f16, spmd__h_f16_to_f32, spmd__h_f32_to_f16)
+HALF_KERNELS(bf16, spmd__h_bf16_to_f32, spmd__h_f32_to_bf16)
 
 /* ---- the table ------------------------------------------------------------ */
 
