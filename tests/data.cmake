@@ -14,3 +14,23 @@ set_tests_properties(test_data_ckpt_python PROPERTIES SKIP_RETURN_CODE 77 LABELS
 spmd_test(test_data_fashion_mnist SOURCES unit/test_data_fashion_mnist.c LIBS spmdnn
           LABELS "unit;dataset" TIMEOUT 60)
 set_tests_properties(test_data_fashion_mnist PROPERTIES SKIP_RETURN_CODE 77)
+
+# Fuzz harnesses of the untrusted-bytes parsers, replayed as normal tests.
+foreach(h idx safetensors)
+  spmd_test(test_data_fuzz_${h} SOURCES fuzz/fuzz_${h}.c fuzz/replay_main_data.c LIBS spmdnn
+            LABELS "unit;fuzz" TIMEOUT 120)
+endforeach()
+# With -DSPMD_FUZZ=ON (clang): real libFuzzer binaries, the parsers compiled in
+# with coverage.  Run e.g.  build/fuzz/fuzz_safetensors -max_total_time=60
+if(SPMD_FUZZ)
+  set(SPMD_DATA_FUZZ_SRC idx.c dataset.c json.c safetensors.c)
+  list(TRANSFORM SPMD_DATA_FUZZ_SRC PREPEND ${PROJECT_SOURCE_DIR}/src/data/)
+  foreach(h idx safetensors)
+    add_executable(fuzz_${h} fuzz/fuzz_${h}.c ${SPMD_DATA_FUZZ_SRC})
+    target_include_directories(fuzz_${h} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+    target_compile_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(fuzz_${h} PRIVATE spmd_static PkgConfig::ZLIB m)
+    set_target_properties(fuzz_${h} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
+  endforeach()
+endif()
