@@ -1,0 +1,81 @@
+/* env.c — the worker environment, exactly the variables torchrun's agent sets
+ * (torch/distributed/elastic/agent/server/local_elastic_agent.py) plus the
+ * SPMD_* spellings of the restart bookkeeping.  Built in the agent before
+ * fork(), so the child only has to execve(). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spmdrun.h"
+
+enum { NVARS = 19 };
+
+static int named(const char *entry, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(names[i]);
+        if (!strncmp(entry, names[i], l) && entry[l] == '=') return 1;
+    }
+    return 0;
+}
+
+char **sr_env_build(char *const *base, const sr_config *cfg, const sr_assignment *a, int lr,
+                    int set_omp) {
+    static const char *const names[NVARS] = {
+        "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+        "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_USE_AGENT_STORE", "SPMD_RESTART_COUNT", "SPMD_MAX_RESTARTS",
+        "SPMD_RUN_ID", "OMP_NUM_THREADS"};
+    char vals[NVARS][SR_HOST_MAX + 8];
+    int nv = 0;
+#define PUTI(v) snprintf(vals[nv++], sizeof vals[0], "%d", (v))
+#define PUTS(v) snprintf(vals[nv++], sizeof vals[0], "%s", (v))
+    PUTI(lr);
+    PUTI(a->rank_offset + lr);
+    PUTI(a->node_rank);
+    PUTI(a->role_rank_offset + lr);
+    PUTS(cfg->role);
+    PUTI(a->local_world_size);
+    PUTI(a->world_size);
+    PUTI(a->nnodes);
+    PUTI(a->role_world_size);
+    PUTS(a->master_addr);
+    PUTI(a->master_port);
+    PUTI(a->restart_count);
+    PUTI(cfg->max_restarts);
+    PUTS(cfg->rdzv_id);
+    PUTS("True"); /* the agent hosts the store; workers connect as clients */
+    PUTI(a->restart_count);
+    PUTI(cfg->max_restarts);
+    PUTS(cfg->rdzv_id);
+    PUTS("1");
+#undef PUTI
+#undef PUTS
+    int nset = set_omp ? NVARS : NVARS - 1;
+    /* OMP_NUM_THREADS is only replaced when we set it; otherwise it passes through. */
+    size_t nbase = 0;
+    while (base && base[nbase]) nbase++;
+    char **env = calloc(nbase + (size_t)nset + 1, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nbase; i++) {
+        if (named(base[i], names, nset)) continue;
+        if (!(env[k++] = strdup(base[i]))) goto oom;
+    }
+    for (int i = 0; i < nset; i++) {
+        size_t l = strlen(names[i]) + strlen(vals[i]) + 2;
+        if (!(env[k] = malloc(l))) goto oom;
+        snprintf(env[k++], l, "%s=%s", names[i], vals[i]);
+    }
+    env[k] = NULL;
+    return env;
+oom:
+    sr_env_free(env);
+    return NULL;
+}
+
+void sr_env_free(char **env) {
+    if (!env) return;
+    for (char **p = env; *p; p++) free(*p);
+    free(env);
+}

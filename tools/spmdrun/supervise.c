@@ -1,0 +1,409 @@
+/* supervise.c — one attempt of the local worker group: start, watch, tear down.
+ *
+ * Each worker is fork() + execve() of the program, in its own process group
+ * (so a teardown reaches whatever it started), with PR_SET_PDEATHSIG (checked
+ * against a parent that may already be gone) and two pipes for stdout and
+ * stderr.  The agent then sleeps in one poll() over the signalfd (SIGCHLD and
+ * the stop signals) and the pipes, waking at least every monitor interval for
+ * the rendezvous tick.
+ *
+ * The first failure (non-zero exit or a signal) ends the attempt: every other
+ * worker's group gets SIGTERM, and SIGKILL when the grace period is over.  A
+ * stop signal to spmdrun is forwarded the same way; a second one goes
+ * straight to SIGKILL.  The attempt is over once every worker is reaped and
+ * its pipes are drained.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "spmdrun.h"
+
+/* After its exit, how long a worker's pipes may stay open (a descendant that
+ * escaped the process group holds them). */
+#define EOF_GRACE_MS 2000
+
+typedef struct {
+    int local_rank, rank;
+    pid_t pid;
+    int running;      /* not reaped yet */
+    int status;       /* wait status once reaped */
+    char when[32];
+    char **env;
+    int exec_fd;      /* read end of the exec-status pipe, -1 when done */
+    sr_stream out, err;
+} worker;
+
+typedef enum { RUNNING, STOPPING } phase;
+
+typedef struct {
+    sr_agent *a;
+    const sr_assignment *as;
+    worker *w;
+    int n;
+    phase ph;
+    int64_t kill_at_ms;  /* SIGKILL deadline while STOPPING, -1 none */
+    int killed;          /* SIGKILL already sent */
+    sr_attempt_result result;
+    int root;            /* index of the first failure, -1 none */
+    int *others;         /* indices of other failures */
+    int nothers, others_cap;
+} attempt;
+
+int sr_agent_poll_signals(sr_agent *a) {
+    struct signalfd_siginfo si;
+    for (;;) {
+        ssize_t n = read(a->sigfd, &si, sizeof si);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != (ssize_t)sizeof si) break;
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) {
+            if (a->stop_signal) a->stop_count++;
+            else a->stop_signal = sig;
+        }
+    }
+    return a->stop_signal;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+/* Which streams of local rank lr go to a file and which to the console. */
+static void stream_targets(const sr_config *cfg, int lr, int *file_mask, int *console_mask) {
+    int r = sr_std_mode(&cfg->redirects, lr), t = sr_std_mode(&cfg->tee, lr);
+    *file_mask = r | t;
+    *console_mask = SR_STD_ALL & ~r;
+    if (cfg->filter_set && !cfg->filter[lr]) *console_mask = 0;
+}
+
+static int open_log(const char *dir, const char *name, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    return fd;
+}
+
+/* The child between fork() and execve(): async-signal-safe calls only (the
+ * agent may have a store thread). */
+static void child_exec(const sr_agent *a, worker *w, pid_t parent, int out_w, int err_w,
+                       int exec_w) {
+    setpgid(0, 0);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) _exit(126);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL); /* the agent ignores it; the worker must not */
+    sigprocmask(SIG_SETMASK, &a->orig_mask, NULL);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out_w, 1);
+    dup2(err_w, 2);
+    execve(a->prog, a->cfg->prog_argv, w->env);
+    int e = errno;
+    ssize_t n = write(exec_w, &e, sizeof e);
+    (void)n;
+    _exit(127);
+}
+
+static void signal_groups(attempt *at, int sig) {
+    for (int i = 0; i < at->n; i++)
+        if (at->w[i].running && at->w[i].pid > 0) kill(-at->w[i].pid, sig);
+}
+
+static void begin_stop(attempt *at, sr_attempt_result why, int sig) {
+    if (at->ph == STOPPING) return;
+    at->ph = STOPPING;
+    at->result = why;
+    signal_groups(at, sig);
+    at->kill_at_ms = spmd__now_ms() + at->a->cfg->grace_ms;
+}
+
+static int failed_status(int st) { return !(WIFEXITED(st) && WEXITSTATUS(st) == 0); }
+
+static void fill_failure(const attempt *at, const worker *w, sr_failure *f) {
+    memset(f, 0, sizeof *f);
+    f->valid = 1;
+    f->local_rank = w->local_rank;
+    f->rank = w->rank;
+    f->pid = w->pid;
+    if (WIFSIGNALED(w->status)) {
+        f->signo = WTERMSIG(w->status);
+        f->exit_code = -f->signo;
+    } else {
+        f->exit_code = WEXITSTATUS(w->status);
+    }
+    snprintf(f->when, sizeof f->when, "%s", w->when);
+    snprintf(f->host, sizeof f->host, "%s", at->a->host);
+    sr_stream_tail(&w->err, SR_TAIL_LINES, "    ", f->tail, sizeof f->tail);
+}
+
+/* Reap every worker that exited.  Failures seen while RUNNING are the
+ * attempt's root cause (lowest local rank of the batch) and other failures;
+ * their reports are written once the pipes are drained. */
+static void reap(attempt *at) {
+    int first_of_batch = -1;
+    for (int i = 0; i < at->n; i++) {
+        worker *w = &at->w[i];
+        if (!w->running) continue;
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        /* Look before reaping: while the zombie leader exists its process
+         * group id cannot be reused, so the group kill below is safe. */
+        if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            continue;
+        kill(-w->pid, SIGKILL); /* whatever the worker left behind in its group */
+        int st = 0;
+        while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        w->running = 0;
+        w->status = st;
+        sr_now_text(w->when, sizeof w->when);
+        sr_guard_remove(at->a, w->pid);
+        int64_t eof = spmd__now_ms() + EOF_GRACE_MS;
+        w->out.eof_deadline_ms = w->err.eof_deadline_ms = eof;
+        if (at->ph == RUNNING && failed_status(st)) {
+            if (first_of_batch < 0) first_of_batch = i;
+            else if (at->nothers < at->others_cap) at->others[at->nothers++] = i;
+        }
+    }
+    if (first_of_batch >= 0) {
+        at->root = first_of_batch;
+        begin_stop(at, SR_ATTEMPT_FAILED, SIGTERM);
+    }
+}
+
+static int spawn_all(attempt *at, char *err, size_t errlen) {
+    sr_agent *a = at->a;
+    const sr_config *cfg = a->cfg;
+    char dir[4200] = "";
+    pid_t self = getpid();
+    for (int i = 0; i < at->n; i++) {
+        worker *w = &at->w[i];
+        int file_mask, console_mask;
+        stream_targets(cfg, i, &file_mask, &console_mask);
+        int out_file = -1, err_file = -1;
+        if (file_mask && a->log_root[0]) {
+            snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count, i);
+            if (make_dirs(dir) < 0) {
+                snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
+                return -1;
+            }
+            if ((file_mask & SR_STD_OUT) && (out_file = open_log(dir, "stdout.log", err, errlen)) < 0)
+                return -1;
+            if ((file_mask & SR_STD_ERR) && (err_file = open_log(dir, "stderr.log", err, errlen)) < 0) {
+                if (out_file >= 0) close(out_file);
+                return -1;
+            }
+        }
+        char prefix[24] = "";
+        if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
+        int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
+        if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
+            snprintf(err, errlen, "pipe: %s", strerror(errno));
+            for (int k = 0; k < 2; k++) {
+                if (po[k] >= 0) close(po[k]);
+                if (pe[k] >= 0) close(pe[k]);
+                if (px[k] >= 0) close(px[k]);
+            }
+            if (out_file >= 0) close(out_file);
+            if (err_file >= 0) close(err_file);
+            return -1;
+        }
+        fcntl(po[0], F_SETFL, O_NONBLOCK);
+        fcntl(pe[0], F_SETFL, O_NONBLOCK);
+        /* Streams own the read ends and files from here on. */
+        if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, prefix, 0) ||
+            sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
+            snprintf(err, errlen, "out of memory");
+            close(po[1]);
+            close(pe[1]);
+            close(px[0]);
+            close(px[1]);
+            return -1;
+        }
+        pid_t pid = fork();
+        if (pid == 0) child_exec(a, w, self, po[1], pe[1], px[1]);
+        close(po[1]);
+        close(pe[1]);
+        close(px[1]);
+        if (pid < 0) {
+            snprintf(err, errlen, "fork: %s", strerror(errno));
+            close(px[0]);
+            return -1;
+        }
+        setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+        w->pid = pid;
+        w->running = 1;
+        w->exec_fd = px[0];
+        sr_guard_add(a, pid);
+    }
+    /* Did every execve() succeed?  The status pipe closes on exec (EOF) or
+     * carries errno. */
+    for (int i = 0; i < at->n; i++) {
+        worker *w = &at->w[i];
+        int e = 0;
+        ssize_t got;
+        do got = read(w->exec_fd, &e, sizeof e);
+        while (got < 0 && errno == EINTR);
+        close(w->exec_fd);
+        w->exec_fd = -1;
+        if (got == (ssize_t)sizeof e) {
+            snprintf(err, errlen, "cannot execute %s: %s", a->prog, strerror(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn tick,
+                               void *tick_arg, sr_failure *fail, sr_failure *others,
+                               int nothers_cap, int *nothers, char *err, size_t errlen) {
+    attempt at = {.a = a, .as = as, .n = as->local_world_size, .ph = RUNNING,
+                  .kill_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
+                  .nothers = 0, .others_cap = nothers_cap};
+    memset(fail, 0, sizeof *fail);
+    *nothers = 0;
+    at.w = calloc((size_t)at.n, sizeof *at.w);
+    at.others = calloc((size_t)nothers_cap + 1, sizeof *at.others);
+    struct pollfd *pfd = calloc((size_t)(2 * at.n + 1), sizeof *pfd);
+    int *pmap = calloc((size_t)(2 * at.n + 1), sizeof *pmap);
+    if (!at.w || !at.others || !pfd || !pmap) {
+        free(at.w);
+        free(at.others);
+        free(pfd);
+        free(pmap);
+        snprintf(err, errlen, "out of memory");
+        return SR_ATTEMPT_ERROR;
+    }
+    char spawn_err[512] = "";
+    for (int i = 0; i < at.n; i++) {
+        worker *w = &at.w[i];
+        w->local_rank = i;
+        w->rank = as->rank_offset + i;
+        w->exec_fd = -1;
+        w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
+        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp))) {
+            snprintf(spawn_err, sizeof spawn_err, "out of memory");
+            break;
+        }
+    }
+    if (!spawn_err[0]) spawn_all(&at, spawn_err, sizeof spawn_err);
+    if (spawn_err[0]) {
+        snprintf(err, errlen, "%s", spawn_err);
+        begin_stop(&at, SR_ATTEMPT_ERROR, SIGKILL);
+    }
+
+    int64_t next_tick = tick ? spmd__now_ms() + a->cfg->monitor_interval_ms : -1;
+    for (;;) {
+        int live = 0, open_streams = 0;
+        for (int i = 0; i < at.n; i++) {
+            live += at.w[i].running;
+            open_streams += (at.w[i].out.fd >= 0) + (at.w[i].err.fd >= 0);
+        }
+        if (!live && !open_streams) break;
+
+        int64_t now = spmd__now_ms();
+        int64_t wake = -1;
+#define SOONER(t) do { if ((t) >= 0 && (wake < 0 || (t) < wake)) wake = (t); } while (0)
+        if (at.ph == RUNNING) SOONER(next_tick);
+        if (at.ph == STOPPING && !at.killed) SOONER(at.kill_at_ms);
+        int np = 0;
+        pfd[np] = (struct pollfd){.fd = a->sigfd, .events = POLLIN, .revents = 0};
+        pmap[np++] = -1;
+        for (int i = 0; i < at.n; i++) {
+            sr_stream *s[2] = {&at.w[i].out, &at.w[i].err};
+            for (int k = 0; k < 2; k++) {
+                if (s[k]->fd < 0) continue;
+                SOONER(s[k]->eof_deadline_ms);
+                pfd[np] = (struct pollfd){.fd = s[k]->fd, .events = POLLIN, .revents = 0};
+                pmap[np++] = 2 * i + k;
+            }
+        }
+#undef SOONER
+        int timeout = wake < 0 ? -1 : (int)(wake > now ? wake - now : 0);
+        int r = poll(pfd, (nfds_t)np, timeout);
+        if (r < 0 && errno != EINTR) {
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            begin_stop(&at, SR_ATTEMPT_ERROR, SIGKILL);
+        }
+        for (int p = 1; r > 0 && p < np; p++) {
+            if (!pfd[p].revents) continue;
+            worker *w = &at.w[pmap[p] / 2];
+            sr_stream_pump(pmap[p] % 2 ? &w->err : &w->out);
+        }
+        if (r > 0 && pfd[0].revents) {
+            int before = a->stop_signal, count = a->stop_count;
+            sr_agent_poll_signals(a);
+            if (a->stop_signal && !before) {
+                begin_stop(&at, SR_ATTEMPT_INTERRUPTED, a->stop_signal);
+            } else if (a->stop_count > count && at.ph == STOPPING && !at.killed) {
+                signal_groups(&at, SIGKILL); /* asked twice: no more grace */
+                at.killed = 1;
+            }
+            reap(&at);
+        }
+        now = spmd__now_ms();
+        if (at.ph == STOPPING && !at.killed && now >= at.kill_at_ms) {
+            signal_groups(&at, SIGKILL);
+            at.killed = 1;
+        }
+        for (int i = 0; i < at.n; i++) {
+            sr_stream *s[2] = {&at.w[i].out, &at.w[i].err};
+            for (int k = 0; k < 2; k++)
+                if (s[k]->fd >= 0 && s[k]->eof_deadline_ms >= 0 && now >= s[k]->eof_deadline_ms)
+                    sr_stream_close(s[k]);
+        }
+        if (at.ph == RUNNING && tick && now >= next_tick) {
+            char terr[512] = "";
+            int t = tick(tick_arg, terr, sizeof terr);
+            if (t > 0) begin_stop(&at, SR_ATTEMPT_CHANGED, SIGTERM);
+            else if (t < 0) {
+                snprintf(err, errlen, "%s", terr);
+                begin_stop(&at, SR_ATTEMPT_ERROR, SIGTERM);
+            }
+            next_tick = spmd__now_ms() + a->cfg->monitor_interval_ms;
+        }
+    }
+
+    if (at.root >= 0) fill_failure(&at, &at.w[at.root], fail);
+    for (int k = 0; k < at.nothers; k++) fill_failure(&at, &at.w[at.others[k]], &others[k]);
+    *nothers = at.nothers;
+    for (int i = 0; i < at.n; i++) {
+        sr_stream_free(&at.w[i].out);
+        sr_stream_free(&at.w[i].err);
+        if (at.w[i].exec_fd >= 0) close(at.w[i].exec_fd);
+        sr_env_free(at.w[i].env);
+    }
+    free(at.w);
+    free(at.others);
+    free(pfd);
+    free(pmap);
+    return at.result;
+}
