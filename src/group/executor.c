@@ -111,6 +111,32 @@ static void *exec_main(void *arg) {
     return NULL;
 }
 
+/* The caller is about to wait for w: if w is next in line and the executor
+ * is idle, run it right here instead of handing it to the executor thread
+ * (async + immediate wait then costs what a blocking call costs). */
+void spmd__exec_help(spmd_work *w) {
+    spmd_group *g = w->g;
+    spmd__exec *e = g ? g->exec : NULL;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    if (e->head != w || e->busy) {
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    e->head = w->next;
+    if (!e->head) e->tail = NULL;
+    w->next = NULL;
+    e->busy = 1;
+    pthread_mutex_unlock(&e->mu);
+    char msg[SPMD__ERRLEN] = "";
+    spmd_status st = run_one(g, &w->args, msg, sizeof msg);
+    spmd__work_complete(w, st, msg);
+    pthread_mutex_lock(&e->mu);
+    e->busy = 0;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
 static size_t env_size(const char *name, size_t dflt, size_t lo, size_t hi) {
     long v;
     if (spmd__env_int(name, (long)lo, (long)hi, &v) == SPMD_OK) return (size_t)v;
@@ -130,7 +156,9 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int oversubscribed = ncpu > 0 && g->local_world > ncpu;
     e->ctx.spin_ns = (uint64_t)env_size("SPMD_SPIN_US", oversubscribed ? 5 : 200, 0, 1000000) * 1000u;
-    e->ctx.yield_in_spin = oversubscribed;
+    /* Yield while spinning: the peer rank or our own executor thread may be
+     * waiting for this core. */
+    e->ctx.yield_in_spin = 1;
     g->exec = e;
     return SPMD_OK;
 }

@@ -119,6 +119,8 @@ void spmd__exec_stop(spmd_group *g);
  * collective.  Takes ownership of the malloc()ed arrays inside *a. */
 spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work **w);
 void spmd__coll_args_free(spmd__coll_args *a);
+/* Run w on the calling thread if it is next and the executor is idle. */
+void spmd__exec_help(spmd_work *w);
 
 /* ---- mesh building (transport/) ----------------------------------------- */
 

@@ -25,6 +25,7 @@
 
 #define XHDR 24
 #define XMAGIC 0xC0u
+#define SPIN_MAX_BYTES (256u * 1024u)
 
 int spmd__ctx_rank(const spmd__coll_ctx *c) { return c->g->rank; }
 int spmd__ctx_world(const spmd__coll_ctx *c) { return c->g->world; }
@@ -205,10 +206,14 @@ spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends
         }
         if (remaining == 0) break;
         if (progressed) { spin_start = 0; continue; }
-        /* Nothing moved: busy-poll a little, then sleep in poll(). */
+        /* Nothing moved: busy-poll a little, then sleep in poll().  Spinning
+         * only pays while little is left to move: a large transfer waits on
+         * the kernel's buffers, and a poll wake-up is cheap next to it. */
         uint64_t now = spmd__now_ns();
         if (!spin_start) spin_start = now;
-        if (now - spin_start < c->spin_ns) {
+        size_t left_bytes = 0;
+        for (int k = 0; k < n; k++) left_bytes += XHDR + ops[k].len - ops[k].done;
+        if (left_bytes <= SPIN_MAX_BYTES && now - spin_start < c->spin_ns) {
             if (c->yield_in_spin) sched_yield();
             continue;
         }

@@ -1,0 +1,630 @@
+/* spmd-bench — collective and point-to-point benchmarks in the nccl-tests
+ * format (columns, busbw factors, #wrong) and osu_latency/osu_bw style.
+ *
+ *   spmdrun --nproc-per-node 2 spmd-bench -b 8 -e 64M -f 2 -o all_reduce
+ *   spmd-bench --np 4 -o all_gather -d float -c 1 --csv out.csv --plot out.png
+ *   spmd-bench --np 2 -o pingpong        (latency: half round trip)
+ *   spmd-bench --np 2 -o bw              (bandwidth: a window of isends)
+ *
+ * Time per size is the mean over -n iterations after -w warm-up iterations,
+ * of the slowest rank.  algbw = size / time; busbw = algbw × factor:
+ * all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather,
+ * scatter (n-1)/n; broadcast, reduce 1.  For all_gather, reduce_scatter and
+ * all_to_all the size is the whole (world × block) buffer, as nccl-tests has it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "spmd/spmd.h"
+
+typedef enum { O_ALL_REDUCE, O_BROADCAST, O_REDUCE, O_ALL_GATHER, O_REDUCE_SCATTER, O_ALL_TO_ALL,
+               O_GATHER, O_SCATTER, O_BARRIER, O_PINGPONG, O_BW } op_t;
+
+static const struct { const char *name; op_t op; } OPS[] = {
+    {"all_reduce", O_ALL_REDUCE}, {"allreduce", O_ALL_REDUCE}, {"broadcast", O_BROADCAST},
+    {"reduce", O_REDUCE}, {"all_gather", O_ALL_GATHER}, {"allgather", O_ALL_GATHER},
+    {"reduce_scatter", O_REDUCE_SCATTER}, {"reducescatter", O_REDUCE_SCATTER},
+    {"all_to_all", O_ALL_TO_ALL}, {"alltoall", O_ALL_TO_ALL}, {"gather", O_GATHER},
+    {"scatter", O_SCATTER}, {"barrier", O_BARRIER}, {"pingpong", O_PINGPONG}, {"latency", O_PINGPONG},
+    {"bw", O_BW}, {"bandwidth", O_BW},
+};
+
+typedef struct {
+    size_t min_bytes, max_bytes, step_bytes;
+    double factor;
+    int iters, warmup, check, root, np;
+    op_t op;
+    const char *opname;
+    spmd_dtype dt;
+    spmd_op redop;
+    const char *algo, *csv, *plot;
+    int inplace_only, outplace_only;
+} opts_t;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: spmd-bench [options]   (run under spmdrun/mpirun/srun, or with --np N)\n"
+            "  -b, --minbytes N     smallest size (default 8; K/M/G suffixes)\n"
+            "  -e, --maxbytes N     largest size (default 64M)\n"
+            "  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
+            "  -i, --stepbytes N    add N bytes each step instead\n"
+            "  -n, --iters N        timed iterations per size (default 20)\n"
+            "  -w, --warmup_iters N warm-up iterations per size (default 5)\n"
+            "  -c, --check 0|1      check results (default 1)\n"
+            "  -o, --op NAME        all_reduce broadcast reduce all_gather reduce_scatter\n"
+            "                       all_to_all gather scatter barrier | pingpong bw (default all_reduce)\n"
+            "  -d, --datatype T     float double half bfloat16 int8 uint8 int32 int64 (default float)\n"
+            "  -r, --redop OP       sum avg prod min max band bor bxor (default sum)\n"
+            "  -R, --root N         root of rooted collectives (default 0)\n"
+            "  --algo NAME          force an algorithm (ring, rhd, rd, tree, naive, butterfly, ...)\n"
+            "  --inplace-only | --outplace-only\n"
+            "  --csv FILE           also write the table as CSV\n"
+            "  --plot FILE.png      draw busbw against size (needs gnuplot)\n"
+            "  --np N               fork N local ranks (when not under a launcher)\n"
+            "  -h, --help\n");
+}
+
+static int parse_size(const char *s, size_t *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k') m = 1024, end++;
+    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    *out = (size_t)(v * m);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->min_bytes = 8;
+    o->max_bytes = 64u << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->check = 1;
+    o->op = O_ALL_REDUCE;
+    o->opname = "all_reduce";
+    o->dt = SPMD_F32;
+    o->redop = SPMD_SUM;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define IS(s, l) (!strcmp(a, s) || !strcmp(a, l))
+        if (IS("-h", "--help")) { usage(stdout); exit(0); }
+        if (IS("--inplace-only", "--inplace-only")) { o->inplace_only = 1; continue; }
+        if (IS("--outplace-only", "--outplace-only")) { o->outplace_only = 1; continue; }
+        if (!v) { fprintf(stderr, "spmd-bench: %s needs a value\n", a); return -1; }
+        i++;
+        if (IS("-b", "--minbytes")) { if (parse_size(v, &o->min_bytes)) goto bad; }
+        else if (IS("-e", "--maxbytes")) { if (parse_size(v, &o->max_bytes)) goto bad; }
+        else if (IS("-i", "--stepbytes")) { if (parse_size(v, &o->step_bytes)) goto bad; }
+        else if (IS("-f", "--stepfactor")) { o->factor = atof(v); if (o->factor <= 1) goto bad; }
+        else if (IS("-n", "--iters")) { o->iters = atoi(v); if (o->iters < 1) goto bad; }
+        else if (IS("-w", "--warmup_iters")) { o->warmup = atoi(v); if (o->warmup < 0) goto bad; }
+        else if (IS("-c", "--check")) o->check = atoi(v);
+        else if (IS("-R", "--root")) o->root = atoi(v);
+        else if (IS("-d", "--datatype")) { if (spmd_dtype_parse(v, &o->dt)) goto bad; }
+        else if (IS("-r", "--redop")) { if (spmd_op_parse(v, &o->redop)) goto bad; }
+        else if (IS("--algo", "--algorithm")) o->algo = v;
+        else if (IS("--csv", "--csv")) o->csv = v;
+        else if (IS("--plot", "--plot")) o->plot = v;
+        else if (IS("--np", "--nprocs")) { o->np = atoi(v); if (o->np < 1) goto bad; }
+        else if (IS("-o", "--op")) {
+            size_t k;
+            for (k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
+                if (!strcmp(OPS[k].name, v)) break;
+            if (k == sizeof OPS / sizeof OPS[0]) goto bad;
+            o->op = OPS[k].op;
+            o->opname = OPS[k].name;
+        } else {
+            fprintf(stderr, "spmd-bench: unknown option %s (try --help)\n", a);
+            return -1;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "spmd-bench: bad value '%s' for %s\n", v, a);
+        return -1;
+#undef IS
+    }
+    if (o->max_bytes < o->min_bytes) o->max_bytes = o->min_bytes;
+    return 0;
+}
+
+/* ---- data for checks: small integers, exact in every dtype ------------- */
+
+static double elem_value(int rank, size_t i) { return (double)((rank + 1 + (int)(i % 7)) % 8); }
+
+static void put(void *buf, spmd_dtype dt, size_t i, double v) {
+    switch (dt) {
+    case SPMD_F32: ((float *)buf)[i] = (float)v; break;
+    case SPMD_F64: ((double *)buf)[i] = v; break;
+    case SPMD_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case SPMD_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case SPMD_F16: case SPMD_BF16: {
+        /* small integers: build the bits directly (exact) */
+        float f = (float)v;
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        uint16_t h;
+        if (dt == SPMD_BF16) h = (uint16_t)(b >> 16);
+        else if (v == 0) h = 0;
+        else {
+            int e = (int)((b >> 23) & 0xff) - 127 + 15;
+            h = (uint16_t)((e << 10) | ((b >> 13) & 0x3ff));
+        }
+        ((uint16_t *)buf)[i] = h;
+        break;
+    }
+    default: break;
+    }
+}
+
+static double get(const void *buf, spmd_dtype dt, size_t i) {
+    switch (dt) {
+    case SPMD_F32: return ((const float *)buf)[i];
+    case SPMD_F64: return ((const double *)buf)[i];
+    case SPMD_I8: return ((const int8_t *)buf)[i];
+    case SPMD_U8: return ((const uint8_t *)buf)[i];
+    case SPMD_I32: return ((const int32_t *)buf)[i];
+    case SPMD_I64: return (double)((const int64_t *)buf)[i];
+    case SPMD_BF16: { uint32_t b = (uint32_t)((const uint16_t *)buf)[i] << 16; float f; memcpy(&f, &b, 4); return f; }
+    case SPMD_F16: {
+        uint16_t h = ((const uint16_t *)buf)[i];
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        double s = (h & 0x8000) ? -1 : 1;
+        if (e == 0) return s * m * pow(2, -24);
+        if (e == 31) return m ? NAN : s * INFINITY;
+        return s * (1 + m / 1024.0) * pow(2, e - 15);
+    }
+    default: return 0;
+    }
+}
+
+static double reduce_expect(spmd_op op, int world, size_t i, spmd_dtype dt) {
+    double acc = elem_value(0, i);
+    for (int r = 1; r < world; r++) {
+        double v = elem_value(r, i);
+        switch (op) {
+        case SPMD_SUM: case SPMD_AVG: acc += v; break;
+        case SPMD_PROD: acc *= v; break;
+        case SPMD_MIN: acc = v < acc ? v : acc; break;
+        case SPMD_MAX: acc = v > acc ? v : acc; break;
+        case SPMD_BAND: acc = (double)((long)acc & (long)v); break;
+        case SPMD_BOR: acc = (double)((long)acc | (long)v); break;
+        case SPMD_BXOR: acc = (double)((long)acc ^ (long)v); break;
+        default: break;
+        }
+    }
+    if (op == SPMD_AVG) {
+        acc /= world;
+        if (dt != SPMD_F32 && dt != SPMD_F64 && dt != SPMD_F16 && dt != SPMD_BF16) acc = trunc(acc);
+    }
+    return acc;
+}
+
+/* Values wrap in small integer types and lose precision in half types when
+ * products grow: the check compares after the same rounding. */
+static int same(double got, double want, spmd_dtype dt) {
+    double tmp[1];
+    unsigned char buf[8];
+    (void)tmp;
+    put(buf, dt, 0, want);
+    double w = get(buf, dt, 0);
+    if (dt == SPMD_F16 || dt == SPMD_BF16 || dt == SPMD_F32) return fabs(got - w) <= fabs(w) * 1e-2 + 1e-6;
+    return got == w;
+}
+
+/* ---- one size ----------------------------------------------------------- */
+
+typedef struct {
+    void *send, *recv;
+    size_t cap;
+} bufs_t;
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static spmd_status run_op(spmd_group *g, const opts_t *o, bufs_t *b, size_t count, int inplace) {
+    spmd_coll_opts co = {o->algo};
+    const spmd_coll_opts *cop = o->algo ? &co : NULL;
+    int w = spmd_group_size(g);
+    void *s = inplace ? b->recv : b->send, *r = b->recv;
+    size_t es = spmd_dtype_size(o->dt);
+    spmd_work *wk = NULL;
+    spmd_status st;
+    switch (o->op) {
+    case O_ALL_REDUCE: st = spmd_all_reduce_async(g, s, r, count, o->dt, o->redop, cop, &wk); break;
+    case O_BROADCAST: st = spmd_broadcast_async(g, r, count, o->dt, o->root, cop, &wk); break;
+    case O_REDUCE: st = spmd_reduce_async(g, s, r, count, o->dt, o->redop, o->root, cop, &wk); break;
+    case O_ALL_GATHER:
+        /* in place: this rank's block already sits at its offset in recv */
+        st = spmd_all_gather_async(g, inplace ? (char *)r + (size_t)spmd_group_rank(g) * count * es : s, r, count,
+                                   o->dt, cop, &wk);
+        break;
+    case O_REDUCE_SCATTER:
+        st = spmd_reduce_scatter_async(g, inplace ? r : s, inplace ? (char *)r + (size_t)spmd_group_rank(g) * count * es : r,
+                                       count, o->dt, o->redop, cop, &wk);
+        break;
+    case O_ALL_TO_ALL: st = spmd_all_to_all_async(g, s, r, count, o->dt, cop, &wk); break;
+    case O_GATHER: st = spmd_gather_async(g, s, r, count, o->dt, o->root, cop, &wk); break;
+    case O_SCATTER: st = spmd_scatter_async(g, s, r, count, o->dt, o->root, cop, &wk); break;
+    case O_BARRIER: st = spmd_barrier_async(g, cop, &wk); break;
+    default: return SPMD_ERR_INVALID;
+    }
+    (void)w;
+    if (st) return st;
+    st = spmd_work_wait(wk, -1);
+    if (st) fprintf(stderr, "spmd-bench: %s\n", spmd_work_errmsg(wk));
+    spmd_work_free(wk);
+    return st;
+}
+
+/* Per-rank elements in the send buffer / receive buffer for a size in bytes. */
+static void shape(const opts_t *o, int w, size_t bytes, size_t es, size_t *count, size_t *send_elems,
+                  size_t *recv_elems) {
+    size_t n = bytes / es;
+    switch (o->op) {
+    case O_ALL_GATHER: *count = n / (size_t)w; *send_elems = *count; *recv_elems = *count * (size_t)w; break;
+    case O_REDUCE_SCATTER: *count = n / (size_t)w; *send_elems = *count * (size_t)w; *recv_elems = *count * (size_t)w; break;
+    case O_ALL_TO_ALL: *count = n / (size_t)w; *send_elems = *recv_elems = *count * (size_t)w; break;
+    case O_GATHER: *count = n / (size_t)w; *send_elems = *count; *recv_elems = *count * (size_t)w; break;
+    case O_SCATTER: *count = n / (size_t)w; *send_elems = *count * (size_t)w; *recv_elems = *count; break;
+    case O_BARRIER: *count = 0; *send_elems = *recv_elems = 0; break;
+    default: *count = n; *send_elems = *recv_elems = n; break;
+    }
+}
+
+static void fill(const opts_t *o, int rank, int w, void *sendb, void *recvb, size_t count, int inplace) {
+    size_t es = spmd_dtype_size(o->dt);
+    (void)es;
+    switch (o->op) {
+    case O_ALL_REDUCE: case O_REDUCE: case O_BROADCAST: {
+        void *dst = inplace || o->op == O_BROADCAST ? recvb : sendb;
+        for (size_t i = 0; i < count; i++) put(dst, o->dt, i, elem_value(rank, i));
+        break;
+    }
+    case O_ALL_GATHER: case O_GATHER:
+        for (size_t i = 0; i < count; i++) {
+            if (inplace && o->op == O_ALL_GATHER) put(recvb, o->dt, (size_t)rank * count + i, elem_value(rank, i));
+            else put(sendb, o->dt, i, elem_value(rank, i));
+        }
+        break;
+    case O_REDUCE_SCATTER: case O_ALL_TO_ALL: case O_SCATTER:
+        for (size_t j = 0; j < (size_t)w; j++)
+            for (size_t i = 0; i < count; i++)
+                put(inplace && o->op == O_REDUCE_SCATTER ? recvb : sendb, o->dt, j * count + i,
+                    elem_value(rank, j * 31 + i));
+        break;
+    default: break;
+    }
+}
+
+static long count_wrong(const opts_t *o, int rank, int w, const void *recvb, size_t count, int inplace) {
+    long wrong = 0;
+    size_t es = spmd_dtype_size(o->dt);
+    switch (o->op) {
+    case O_ALL_REDUCE:
+        for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), reduce_expect(o->redop, w, i, o->dt), o->dt);
+        break;
+    case O_REDUCE:
+        if (rank == o->root)
+            for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), reduce_expect(o->redop, w, i, o->dt), o->dt);
+        break;
+    case O_BROADCAST:
+        for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), elem_value(o->root, i), o->dt);
+        break;
+    case O_ALL_GATHER: case O_GATHER:
+        if (o->op == O_GATHER && rank != o->root) break;
+        for (size_t j = 0; j < (size_t)w; j++)
+            for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, j * count + i), elem_value((int)j, i), o->dt);
+        break;
+    case O_REDUCE_SCATTER: {
+        const void *mine = inplace ? (const char *)recvb + (size_t)rank * count * es : recvb;
+        for (size_t i = 0; i < count; i++) {
+            /* each rank r put elem_value(r, rank*31+i) in block `rank` */
+            size_t idx = (size_t)rank * 31 + i;
+            wrong += !same(get(mine, o->dt, i), reduce_expect(o->redop, w, idx, o->dt), o->dt);
+        }
+        break;
+    }
+    case O_ALL_TO_ALL:
+        for (size_t j = 0; j < (size_t)w; j++)
+            for (size_t i = 0; i < count; i++)
+                wrong += !same(get(recvb, o->dt, j * count + i), elem_value((int)j, (size_t)rank * 31 + i), o->dt);
+        break;
+    case O_SCATTER:
+        for (size_t i = 0; i < count; i++)
+            wrong += !same(get(recvb, o->dt, i), elem_value(o->root, (size_t)rank * 31 + i), o->dt);
+        break;
+    default: break;
+    }
+    return wrong;
+}
+
+static double bus_factor(op_t op, int w) {
+    if (w <= 1) return op == O_BROADCAST || op == O_REDUCE ? 1 : 0;
+    switch (op) {
+    case O_ALL_REDUCE: return 2.0 * (w - 1) / w;
+    case O_BROADCAST: case O_REDUCE: return 1;
+    default: return (double)(w - 1) / w;
+    }
+}
+
+/* Returns mean µs per iteration of the slowest rank, wrong-element count. */
+static spmd_status measure(spmd_group *g, const opts_t *o, bufs_t *b, size_t bytes, int inplace, double *us,
+                           long *wrong) {
+    int rank = spmd_group_rank(g), w = spmd_group_size(g);
+    size_t es = spmd_dtype_size(o->dt), count, se, re;
+    shape(o, w, bytes, es, &count, &se, &re);
+    spmd_status st;
+    for (int i = 0; i < o->warmup; i++) {
+        fill(o, rank, w, b->send, b->recv, count, inplace);
+        if ((st = run_op(g, o, b, count, inplace))) return st;
+    }
+    if ((st = spmd_barrier(g))) return st;
+    double total = 0;
+    for (int i = 0; i < o->iters; i++) {
+        /* In-place ops destroy their input: refill, outside the timed region. */
+        if (inplace || o->check) fill(o, rank, w, b->send, b->recv, count, inplace);
+        double t0 = now_us();
+        if ((st = run_op(g, o, b, count, inplace))) return st;
+        total += now_us() - t0;
+    }
+    double mean = total / o->iters;
+    double slowest = mean;
+    if ((st = spmd_all_reduce(g, &mean, &slowest, 1, SPMD_F64, SPMD_MAX))) return st;
+    *us = slowest;
+    int64_t bad = o->check ? count_wrong(o, rank, w, b->recv, count, inplace) : 0, sum = 0;
+    if ((st = spmd_all_reduce(g, &bad, &sum, 1, SPMD_I64, SPMD_SUM))) return st;
+    *wrong = (long)sum;
+    return SPMD_OK;
+}
+
+static const char *dtype_col(spmd_dtype dt) {
+    static const char *n[] = {"float", "double", "half", "bfloat16", "int8", "uint8", "int32", "int64"};
+    return dt < SPMD_DTYPE_COUNT ? n[dt] : "?";
+}
+
+static int collective_bench(spmd_group *g, const opts_t *o) {
+    int rank = spmd_group_rank(g), w = spmd_group_size(g);
+    size_t es = spmd_dtype_size(o->dt);
+    size_t maxcount, se, re;
+    shape(o, w, o->max_bytes, es, &maxcount, &se, &re);
+    bufs_t b;
+    b.cap = (se > re ? se : re) * es + 64;
+    b.send = aligned_alloc(64, (b.cap + 63) / 64 * 64);
+    b.recv = aligned_alloc(64, (b.cap + 63) / 64 * 64);
+    if (!b.send || !b.recv) {
+        fprintf(stderr, "spmd-bench: cannot allocate %zu bytes\n", b.cap);
+        return 1;
+    }
+    memset(b.send, 0, b.cap);
+    memset(b.recv, 0, b.cap);
+    FILE *csv = NULL;
+    if (rank == 0) {
+        printf("# spmd-bench %s: minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d validation: %d\n",
+               o->opname, o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
+        printf("#\n# Using ranks: %d (backend %s)%s%s\n#\n", w, spmd_group_backend(g), o->algo ? ", algorithm " : "",
+               o->algo ? o->algo : "");
+        printf("#%63s%33s\n", "out-of-place", "in-place");
+        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+               "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        if (o->csv) {
+            csv = fopen(o->csv, "w");
+            if (!csv) fprintf(stderr, "spmd-bench: cannot write %s: %s\n", o->csv, strerror(errno));
+            else fprintf(csv, "op,size_bytes,count,type,redop,root,ranks,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+        }
+    }
+    int rc = 0;
+    double busbw_sum = 0;
+    int nsizes = 0;
+    long wrong_total = 0;
+    int rooted = o->op == O_BROADCAST || o->op == O_REDUCE || o->op == O_GATHER || o->op == O_SCATTER;
+    int reducing = o->op == O_ALL_REDUCE || o->op == O_REDUCE || o->op == O_REDUCE_SCATTER;
+    for (size_t bytes = o->min_bytes;;) {
+        size_t count, se2, re2;
+        shape(o, w, bytes, es, &count, &se2, &re2);
+        size_t real_bytes = o->op == O_BARRIER ? 0 : (o->op == O_ALL_REDUCE || o->op == O_BROADCAST || o->op == O_REDUCE ? count : count * (size_t)w) * es;
+        double t[2] = {0, 0};
+        long wr[2] = {0, 0};
+        int skip_ip = o->outplace_only || o->op == O_SCATTER || o->op == O_GATHER || o->op == O_ALL_TO_ALL || o->op == O_BARRIER;
+        for (int ip = 0; ip < 2; ip++) {
+            if ((ip == 0 && o->inplace_only) || (ip == 1 && skip_ip)) { t[ip] = -1; continue; }
+            spmd_status st = measure(g, o, &b, bytes, ip, &t[ip], &wr[ip]);
+            if (st) {
+                if (rank == 0) fprintf(stderr, "spmd-bench: %s failed at %zu bytes: %s\n", o->opname, bytes, spmd_status_str(st));
+                rc = 1;
+                goto done;
+            }
+            wrong_total += wr[ip];
+        }
+        if (rank == 0) {
+            double f = bus_factor(o->op, w);
+            char cols[2][64];
+            double busbw_last = 0;
+            for (int ip = 0; ip < 2; ip++) {
+                if (t[ip] < 0) { snprintf(cols[ip], sizeof cols[ip], "%9s %7s %7s %6s", "n/a", "n/a", "n/a", "n/a"); continue; }
+                double algbw = t[ip] > 0 ? real_bytes / (t[ip] * 1e3) : 0;
+                busbw_last = algbw * f;
+                snprintf(cols[ip], sizeof cols[ip], "%9.2f %7.2f %7.2f %6ld", t[ip], algbw, algbw * f, o->check ? wr[ip] : -1L);
+            }
+            printf("  %10zu %12zu %8s %6s %6d %s %s\n", real_bytes, count, dtype_col(o->dt),
+                   reducing ? spmd_op_name(o->redop) : "none", rooted ? o->root : -1, cols[0], cols[1]);
+            fflush(stdout);
+            if (csv) {
+                fprintf(csv, "%s,%zu,%zu,%s,%s,%d,%d", o->opname, real_bytes, count, dtype_col(o->dt),
+                        reducing ? spmd_op_name(o->redop) : "none", rooted ? o->root : -1, w);
+                for (int ip = 0; ip < 2; ip++) {
+                    if (t[ip] < 0) { fprintf(csv, ",,,,"); continue; }
+                    double algbw = t[ip] > 0 ? real_bytes / (t[ip] * 1e3) : 0;
+                    fprintf(csv, ",%.3f,%.4f,%.4f,%ld", t[ip], algbw, algbw * f, wr[ip]);
+                }
+                fprintf(csv, "\n");
+            }
+            busbw_sum += busbw_last;
+            nsizes++;
+        }
+        if (bytes >= o->max_bytes) break;
+        size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)(bytes * o->factor);
+        if (next <= bytes) next = bytes + 1;
+        bytes = next > o->max_bytes ? o->max_bytes : next;
+    }
+done:
+    if (rank == 0) {
+        printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %.4f\n#\n", nsizes ? busbw_sum / nsizes : 0);
+        if (csv) fclose(csv);
+    }
+    if (wrong_total) rc = 1;
+    free(b.send);
+    free(b.recv);
+    return rc;
+}
+
+/* osu_latency / osu_bw: ranks 0 and 1; others idle. */
+static int p2p_bench(spmd_group *g, const opts_t *o) {
+    int rank = spmd_group_rank(g), w = spmd_group_size(g);
+    if (w < 2) {
+        fprintf(stderr, "spmd-bench: %s needs at least 2 ranks\n", o->opname);
+        return 1;
+    }
+    char *buf = aligned_alloc(64, (o->max_bytes + 64) / 64 * 64);
+    if (!buf) return 1;
+    memset(buf, rank, o->max_bytes);
+    const int window = 64;
+    spmd_work *ws[64];
+    if (rank == 0) {
+        printf("# spmd-bench %s (%s), ranks 0 and 1 of %d\n", o->opname,
+               o->op == O_PINGPONG ? "half round trip" : "window of 64 isends, then a 4-byte ack", w);
+        printf("# %10s %12s %12s\n", "size (B)", o->op == O_PINGPONG ? "latency (us)" : "time (us)", "bw (GB/s)");
+    }
+    int rc = 0;
+    for (size_t bytes = o->min_bytes ? o->min_bytes : 1;;) {
+        double t = 0;
+        int iters = o->iters, warm = o->warmup;
+        if (rank <= 1) {
+            int peer = 1 - rank;
+            for (int it = -warm; it < iters; it++) {
+                double t0 = now_us();
+                spmd_status st = SPMD_OK;
+                if (o->op == O_PINGPONG) {
+                    if (rank == 0) {
+                        st = spmd_send(g, buf, bytes, SPMD_U8, peer, 1);
+                        if (!st) st = spmd_recv(g, buf, bytes, SPMD_U8, peer, 1, NULL);
+                    } else {
+                        st = spmd_recv(g, buf, bytes, SPMD_U8, peer, 1, NULL);
+                        if (!st) st = spmd_send(g, buf, bytes, SPMD_U8, peer, 1);
+                    }
+                } else {
+                    int32_t ack = 0;
+                    for (int k = 0; k < window && !st; k++)
+                        st = rank == 0 ? spmd_isend(g, buf, bytes, SPMD_U8, peer, 2, &ws[k])
+                                       : spmd_irecv(g, buf, bytes, SPMD_U8, peer, 2, &ws[k]);
+                    for (int k = 0; k < window; k++) {
+                        if (!st) st = spmd_work_wait(ws[k], -1);
+                        spmd_work_free(ws[k]);
+                    }
+                    if (!st) st = rank == 0 ? spmd_recv(g, &ack, 1, SPMD_I32, peer, 3, NULL)
+                                            : spmd_send(g, &ack, 1, SPMD_I32, peer, 3);
+                }
+                if (st) {
+                    fprintf(stderr, "spmd-bench: rank %d: %s\n", rank, spmd_group_errmsg(g));
+                    rc = 1;
+                    goto out;
+                }
+                if (it >= 0) t += now_us() - t0;
+            }
+        }
+        if (rank == 0) {
+            double per = o->op == O_PINGPONG ? t / iters / 2 : t / iters;
+            double moved = o->op == O_PINGPONG ? (double)bytes : (double)bytes * window;
+            printf("  %10zu %12.2f %12.3f\n", bytes, per, per > 0 ? moved / (per * 1e3) : 0);
+            fflush(stdout);
+        }
+        if (bytes >= o->max_bytes) break;
+        size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)(bytes * o->factor);
+        if (next <= bytes) next = bytes + 1;
+        bytes = next > o->max_bytes ? o->max_bytes : next;
+    }
+out:
+    free(buf);
+    return rc;
+}
+
+static void draw_plot(const opts_t *o) {
+    if (!o->plot) return;
+    if (!o->csv) {
+        fprintf(stderr, "spmd-bench: --plot needs --csv (the plot is drawn from the CSV)\n");
+        return;
+    }
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "spmd-bench: gnuplot is not installed (apt-get install gnuplot-nox); no plot drawn\n");
+        return;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "gnuplot -e \"set terminal pngcairo size 900,600 noenhanced; set output '%s'; set datafile separator ',';"
+             " set logscale x 2; set format x '%%.0s%%cB'; set xlabel 'size'; set ylabel 'busbw (GB/s)';"
+             " set key top left; set grid; set title 'spmd-bench %s';"
+             " plot '%s' every ::1 using 2:10 with linespoints title 'out-of-place',"
+             " '' every ::1 using 2:14 with linespoints title 'in-place'\"",
+             o->plot, o->opname, o->csv);
+    if (system(cmd) != 0) fprintf(stderr, "spmd-bench: gnuplot failed\n");
+    else printf("# plot written to %s\n", o->plot);
+}
+
+typedef struct {
+    const opts_t *o;
+} run_arg;
+
+static int bench_main(spmd_group *g, const opts_t *o) {
+    int rc = o->op == O_PINGPONG || o->op == O_BW ? p2p_bench(g, o) : collective_bench(g, o);
+    if (spmd_group_rank(g) == 0 && !rc) draw_plot(o);
+    return rc;
+}
+
+static int rank_fn(int rank, int world, void *arg) {
+    (void)rank;
+    (void)world;
+    const opts_t *o = ((run_arg *)arg)->o;
+    spmd_group *g = NULL;
+    char err[512];
+    if (spmd_group_init(NULL, &g, err, sizeof err)) {
+        fprintf(stderr, "spmd-bench: %s\n", err);
+        return 1;
+    }
+    int rc = bench_main(g, o);
+    spmd_group_destroy(g);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    opts_t o;
+    if (parse_args(argc, argv, &o)) return 2;
+    run_arg ra = {&o};
+    if (o.np > 0 && !getenv("WORLD_SIZE")) {
+        char report[512];
+        spmd_status st = spmd_spawn(o.np, rank_fn, &ra, report, sizeof report);
+        if (st) fprintf(stderr, "spmd-bench: %s\n", report);
+        return st ? 1 : 0;
+    }
+    return rank_fn(0, 1, &ra);
+}
