@@ -1,0 +1,29 @@
+# Fuzz harnesses (tests/fuzz/<name>.c defining LLVMFuzzerTestOneInput).
+#
+# Every build: the harness compiled with a replay main (SPMD_FUZZ_REPLAY_MAIN)
+# that runs it over deterministic pseudo-random and mutated valid inputs, as a
+# normal test named <name>_replay.
+# -DSPMD_FUZZ=ON with clang: also a real libFuzzer binary <name> in tests/,
+# built with the parser's own sources so they carry coverage instrumentation:
+#   ./tests/fuzz_store_wire -max_total_time=60 -max_len=4096 corpus_dir/
+function(spmd_fuzzer name)
+  cmake_parse_arguments(F "" "" "PARSER_SOURCES" ${ARGN})
+  spmd_test(${name}_replay SOURCES fuzz/${name}.c LABELS unit fuzz TIMEOUT 60)
+  target_compile_definitions(${name}_replay PRIVATE SPMD_FUZZ_REPLAY_MAIN=1)
+  if(SPMD_FUZZ)
+    if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+      add_executable(${name} fuzz/${name}.c ${F_PARSER_SOURCES})
+      target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src
+                                 ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+      target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined
+                             -fno-sanitize-recover=undefined)
+      target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+      set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+    else()
+      message(WARNING "SPMD_FUZZ=ON needs clang (CC=clang); ${name} is built as a replay test only")
+    endif()
+  endif()
+endfunction()
+
+spmd_fuzzer(fuzz_store_wire PARSER_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/store/wire.c ${PROJECT_SOURCE_DIR}/src/common/error.c)
