@@ -73,7 +73,8 @@ spmd__rh_step spmd__rh_step_of(int r, int p, int k);
 static inline int spmd__vrank(int r, int root, int w) { return (r - root + w) % w; }
 static inline int spmd__unvrank(int v, int root, int w) { return (v + root) % w; }
 int spmd__tree_parent(int r, int root, int w);   /* -1 for the root */
-/* Children as real ranks, largest subtree first; returns how many (<= 31). */
+/* Children as real ranks, farthest first (v + 2^j for decreasing j: the
+ * largest nominal subtree first, so it starts earliest); returns how many. */
 int spmd__tree_children(int r, int root, int w, int *children, int max);
 /* Number of virtual ranks in the subtree of r (r itself included). */
 int spmd__tree_subtree(int r, int root, int w);
