@@ -1,0 +1,797 @@
+/* spmd-train — data-parallel training of the seeds' models on Fashion-MNIST.
+ *
+ *   spmd-train --model cnn --epochs 3                  one process
+ *   spmdrun -n 2 spmd-train --model cnn --epochs 3     two ranks
+ *
+ * One process when no launcher variables are set (world 1, no socket); under
+ * a launcher (WORLD_SIZE set) the ranks form a group, rank 0's parameters are
+ * broadcast, every rank trains on its DistributedSampler shard and gradients
+ * are averaged after backward (seed 000's average_gradients: one all_reduce
+ * of the whole contiguous gradient buffer, divided by the world size).  After
+ * each epoch the test set is evaluated sharded across ranks and the counts
+ * all-reduced (seed 004).  Checkpoints (safetensors, torch state_dict names)
+ * hold everything an exact continuation needs.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "spmd/data.h"
+#include "spmd/group.h"
+#include "spmd/nn.h"
+
+#define ERRLEN 512
+
+/* ---- options ------------------------------------------------------------- */
+
+typedef struct {
+    const char *model;
+    const char *data;
+    int epochs;
+    long steps;          /* 0: no limit */
+    int batch;
+    float lr, momentum, weight_decay;
+    spmd_optim_kind optimizer;
+    uint64_t seed;
+    int threads;
+    const char *ckpt_dir;
+    int resume;
+    const char *metrics;
+    const char *plot;
+    int quiet;
+    int dropout;
+    int log_every;
+    int eval;
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: spmd-train [options]\n"
+        "Train a seed model on Fashion-MNIST, in one process or as one rank of a\n"
+        "group started by a launcher (spmdrun, torchrun-style environment, mpirun, srun).\n"
+        "\n"
+        "  --model NAME         mlp | cnn | resnet18 | resnet34          (cnn)\n"
+        "  --data DIR           MNIST-layout IDX files (.gz or raw)      (%s)\n"
+        "  --epochs N           passes over the training set             (1)\n"
+        "  --steps N            stop after N optimizer steps in total    (no limit)\n"
+        "  --batch-size B       examples per rank per step               (16)\n"
+        "  --lr X               learning rate                            (0.01)\n"
+        "  --momentum X         SGD momentum                             (0.5)\n"
+        "  --optimizer NAME     sgd | adam | adamw                       (sgd)\n"
+        "  --weight-decay X     L2 (sgd, adam) or decoupled (adamw)      (0)\n"
+        "  --seed N             initialisation, shuffling and dropout    (1234)\n"
+        "  --threads N          BLAS threads per process                 (1, or OPENBLAS_NUM_THREADS)\n"
+        "  --checkpoint-dir DIR save DIR/checkpoint.safetensors after every epoch and at the end\n"
+        "  --resume             continue from DIR/checkpoint.safetensors when it exists\n"
+        "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
+        "  --plot FILE.png      draw loss and accuracy curves with gnuplot at the end\n"
+        "  --log-every N        steps per metrics record and progress update  (10)\n"
+        "  --no-eval            skip the test-set evaluation\n"
+        "  --no-dropout         dropout layers become the identity\n"
+        "  --quiet              only errors and the final summary\n"
+        "  --help               this text\n"
+        "\n"
+        "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
+        "inputs normalised with mean %.4f std %.4f.\n",
+        SPMD_DATASET_DEFAULT_DIR, (double)SPMD_FASHION_MNIST_MEAN, (double)SPMD_FASHION_MNIST_STD);
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "spmd-train: %s needs an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+                s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || errno || *end || end == s || !isfinite(v) || v < 0) {
+        fprintf(stderr, "spmd-train: %s needs a non-negative number, got '%s'\n", opt, s ? s : "");
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+/* Returns 0 to run, 1 for --help, -1 on a usage error. */
+static int parse_args(int argc, char **argv, options *o) {
+    *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
+        else if (strcmp(a, "--resume") == 0) o->resume = 1;
+        else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
+        else if (strcmp(a, "--no-dropout") == 0) o->dropout = 0;
+        else if (strcmp(a, "--no-eval") == 0) o->eval = 0;
+        else if (!v) {
+            fprintf(stderr, "spmd-train: unknown option or missing value: %s (see --help)\n", a);
+            return -1;
+        } else {
+            i++;
+            if (strcmp(a, "--model") == 0) o->model = v;
+            else if (strcmp(a, "--data") == 0) o->data = v;
+            else if (strcmp(a, "--checkpoint-dir") == 0) o->ckpt_dir = v;
+            else if (strcmp(a, "--metrics") == 0) o->metrics = v;
+            else if (strcmp(a, "--plot") == 0) o->plot = v;
+            else if (strcmp(a, "--epochs") == 0) {
+                if (parse_long(a, v, 1, 1000000, &n)) return -1;
+                o->epochs = (int)n;
+            } else if (strcmp(a, "--steps") == 0) {
+                if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
+                o->steps = n;
+            } else if (strcmp(a, "--batch-size") == 0) {
+                if (parse_long(a, v, 1, 65536, &n)) return -1;
+                o->batch = (int)n;
+            } else if (strcmp(a, "--threads") == 0) {
+                if (parse_long(a, v, 1, 1024, &n)) return -1;
+                o->threads = (int)n;
+            } else if (strcmp(a, "--log-every") == 0) {
+                if (parse_long(a, v, 1, 1000000, &n)) return -1;
+                o->log_every = (int)n;
+            } else if (strcmp(a, "--seed") == 0) {
+                if (parse_long(a, v, 0, 0x7fffffffffffffffL, &n)) return -1;
+                o->seed = (uint64_t)n;
+            } else if (strcmp(a, "--lr") == 0) {
+                if (parse_float(a, v, &o->lr)) return -1;
+            } else if (strcmp(a, "--momentum") == 0) {
+                if (parse_float(a, v, &o->momentum)) return -1;
+            } else if (strcmp(a, "--weight-decay") == 0) {
+                if (parse_float(a, v, &o->weight_decay)) return -1;
+            } else if (strcmp(a, "--optimizer") == 0) {
+                if (spmd_optim_parse(v, &o->optimizer) != SPMD_OK) {
+                    fprintf(stderr, "spmd-train: --optimizer must be sgd, adam or adamw, got '%s'\n", v);
+                    return -1;
+                }
+            } else {
+                fprintf(stderr, "spmd-train: unknown option %s (see --help)\n", a);
+                return -1;
+            }
+        }
+    }
+    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet18") &&
+        strcmp(o->model, "resnet34")) {
+        fprintf(stderr, "spmd-train: --model must be mlp, cnn, resnet18 or resnet34, got '%s'\n",
+                o->model);
+        return -1;
+    }
+    if (o->resume && !o->ckpt_dir) {
+        fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the trainer's state --------------------------------------------------- */
+
+typedef struct {
+    double data, fwd, bwd, comm, opt;   /* seconds summed over steps */
+    long steps;
+} timing;
+
+typedef struct {
+    long step;
+    float loss;
+} loss_point;
+
+typedef struct {
+    options o;
+    spmd_group *g;          /* NULL for a single process */
+    int rank, world;
+    spmd_model *model;
+    spmd_optim *optim;
+    spmd_dataset train, test;
+    spmd_sampler *train_sampler, *test_sampler;
+    float *x, *dlogits;
+    int *y;
+    float *params, *grads, *buffers;
+    size_t nparams, nbuffers;
+    /* position: the next step is step_in_epoch of epoch; global_step steps done */
+    int epoch;
+    long step_in_epoch, global_step;
+    timing t;
+    FILE *metrics;
+    loss_point *losses;
+    size_t nlosses, cap_losses;
+    double *accs;
+    int naccs;
+    int tty;
+    char err[ERRLEN];
+} trainer;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Messages from rank 0 only (every rank prints its own errors). */
+static void say(const trainer *t, const char *fmt, ...) {
+    if (t->rank != 0 || t->o.quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static int fail(trainer *t, const char *what, spmd_status st) {
+    fprintf(stderr, "spmd-train: rank %d: %s: %s%s%s\n", t->rank, what, spmd_status_str(st),
+            t->err[0] ? ": " : "", t->err);
+    return 1;
+}
+
+/* ---- gradient synchronisation ---------------------------------------------
+ * The only place gradients cross ranks.  The plain form is seed 000's
+ * average_gradients: after backward, one all_reduce(SUM) of the whole
+ * contiguous gradient buffer, then a division by the world size.  A DDP
+ * reducer replaces this pair: grad_sync_hook() is handed to backward as the
+ * grad_ready callback (so buckets can start as soon as their gradients are
+ * final) and grad_sync_finish() waits for the outstanding work. */
+
+static void grad_sync_hook(void *ctx, int param_index) {
+    (void)ctx;
+    (void)param_index;   /* the plain all_reduce waits for the whole buffer */
+}
+
+static spmd_status grad_sync_finish(trainer *t) {
+    if (!t->g || t->world == 1) return SPMD_OK;
+    spmd_status st = spmd_all_reduce(t->g, t->grads, t->grads, t->nparams, SPMD_F32, SPMD_SUM);
+    if (st != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+        return st;
+    }
+    const float inv = 1.0f / (float)t->world;
+    for (size_t i = 0; i < t->nparams; i++) t->grads[i] *= inv;
+    return SPMD_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+#define CKPT_NAME "checkpoint.safetensors"
+
+typedef struct {
+    spmd_ckpt_tensor *t;
+    size_t n;
+    int64_t state[5];    /* epoch, step_in_epoch, global_step, optimizer steps, world */
+    int64_t *rng;        /* world x 4 xoshiro words, one row per rank */
+} ckpt_list;
+
+static void tensor_from_info(spmd_ckpt_tensor *ct, const spmd_tensor_info *ti, float *base) {
+    memset(ct, 0, sizeof *ct);
+    ct->name = ti->name;
+    ct->dtype = SPMD_F32;
+    ct->ndim = ti->ndim;
+    for (int d = 0; d < ti->ndim; d++) ct->shape[d] = ti->shape[d];
+    ct->data = base + ti->offset;
+}
+
+/* Everything an exact continuation needs, in torch state_dict names where
+ * torch has one: parameters, BatchNorm buffers, the optimizer state, the
+ * position in the data, and every rank's dropout RNG. */
+static int ckpt_list_build(trainer *t, ckpt_list *c) {
+    int np = spmd_model_num_params(t->model), nb = spmd_model_num_buffers(t->model);
+    c->t = calloc((size_t)np + nb + 3, sizeof(spmd_ckpt_tensor));
+    c->rng = calloc((size_t)t->world * 4, sizeof(int64_t));
+    if (!c->t || !c->rng) return -1;
+    c->n = 0;
+    for (int i = 0; i < np; i++)
+        tensor_from_info(&c->t[c->n++], spmd_model_param(t->model, i), t->params);
+    for (int i = 0; i < nb; i++)
+        tensor_from_info(&c->t[c->n++], spmd_model_buffer(t->model, i), t->buffers);
+    size_t ns;
+    float *os = spmd_optim_state(t->optim, &ns);
+    if (ns) {
+        spmd_ckpt_tensor *ct = &c->t[c->n++];
+        memset(ct, 0, sizeof *ct);
+        ct->name = "optimizer.state";
+        ct->dtype = SPMD_F32;
+        ct->ndim = 1;
+        ct->shape[0] = (int64_t)ns;
+        ct->data = os;
+    }
+    spmd_ckpt_tensor *st = &c->t[c->n++];
+    memset(st, 0, sizeof *st);
+    st->name = "trainer.state";
+    st->dtype = SPMD_I64;
+    st->ndim = 1;
+    st->shape[0] = 5;
+    st->data = c->state;
+    spmd_ckpt_tensor *rt = &c->t[c->n++];
+    memset(rt, 0, sizeof *rt);
+    rt->name = "trainer.rng";
+    rt->dtype = SPMD_I64;
+    rt->ndim = 2;
+    rt->shape[0] = t->world;
+    rt->shape[1] = 4;
+    rt->data = c->rng;
+    return 0;
+}
+
+static void ckpt_list_free(ckpt_list *c) {
+    free(c->t);
+    free(c->rng);
+}
+
+static void ckpt_path(const trainer *t, char *out, size_t len) {
+    snprintf(out, len, "%s/%s", t->o.ckpt_dir, CKPT_NAME);
+}
+
+static spmd_status save_checkpoint(trainer *t) {
+    ckpt_list c;
+    spmd_status st = SPMD_OK;
+    if (ckpt_list_build(t, &c)) {
+        ckpt_list_free(&c);
+        return SPMD_ERR_NOMEM;
+    }
+    c.state[0] = t->epoch;
+    c.state[1] = t->step_in_epoch;
+    c.state[2] = t->global_step;
+    c.state[3] = spmd_optim_steps(t->optim);
+    c.state[4] = t->world;
+    int64_t mine[4];
+    memcpy(mine, spmd_model_rng(t->model)->s, sizeof mine);
+    if (t->g) st = spmd_all_gather(t->g, mine, c.rng, 4, SPMD_I64);
+    else memcpy(c.rng, mine, sizeof mine);
+    if (st != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+        ckpt_list_free(&c);
+        return st;
+    }
+    char path[4096], epoch[32], step[32], world[16];
+    ckpt_path(t, path, sizeof path);
+    snprintf(epoch, sizeof epoch, "%d", t->epoch);
+    snprintf(step, sizeof step, "%ld", t->global_step);
+    snprintf(world, sizeof world, "%d", t->world);
+    spmd_ckpt_kv meta[] = {{"format", "spmd-train"}, {"model", t->o.model},
+                           {"optimizer", spmd_optim_name(t->optim)}, {"epoch", epoch},
+                           {"step", step}, {"world_size", world}};
+    size_t nmeta = sizeof meta / sizeof meta[0];
+    if (t->rank == 0 && mkdir(t->o.ckpt_dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(t->err, sizeof t->err, "cannot create %s: %s", t->o.ckpt_dir, strerror(errno));
+        st = SPMD_ERR_IO;
+    }
+    if (t->g) {
+        /* every rank takes part even if rank 0 failed to create the folder:
+         * the collective then reports the failure everywhere */
+        spmd_status st2 = spmd_ckpt_save_dist(t->g, path, c.t, c.n, meta, nmeta, t->err,
+                                              sizeof t->err);
+        if (st == SPMD_OK) st = st2;
+    } else if (st == SPMD_OK) {
+        st = spmd_ckpt_save(path, c.t, c.n, meta, nmeta, t->err, sizeof t->err);
+    }
+    ckpt_list_free(&c);
+    return st;
+}
+
+/* Load the checkpoint if present (rank 0's view decides for everyone).
+ * *loaded tells whether one was found. */
+static spmd_status load_checkpoint(trainer *t, int *loaded) {
+    char path[4096];
+    ckpt_path(t, path, sizeof path);
+    int32_t exists = access(path, R_OK) == 0;
+    spmd_status st;
+    if (t->g && (st = spmd_broadcast(t->g, &exists, 1, SPMD_I32, 0)) != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+        return st;
+    }
+    *loaded = 0;
+    if (!exists) return SPMD_OK;
+    ckpt_list c;
+    if (ckpt_list_build(t, &c)) {
+        ckpt_list_free(&c);
+        return SPMD_ERR_NOMEM;
+    }
+    /* the saved world size must match: check it before reading the rng rows */
+    spmd_ckpt *ck = NULL;
+    int saved_world = -1;
+    if (spmd_ckpt_open(path, &ck, t->err, sizeof t->err) == SPMD_OK) {
+        const char *w = spmd_ckpt_meta(ck, "world_size");
+        saved_world = w ? atoi(w) : -1;
+        spmd_ckpt_close(ck);
+    }
+    if (saved_world != t->world) {
+        if (saved_world > 0)
+            snprintf(t->err, sizeof t->err,
+                     "%s was written by %d rank(s); an exact continuation needs the same world "
+                     "size (this run has %d)", path, saved_world, t->world);
+        ckpt_list_free(&c);
+        return SPMD_ERR_MISMATCH;
+    }
+    if (t->g) st = spmd_ckpt_load_dist(t->g, path, c.t, c.n, t->err, sizeof t->err);
+    else st = spmd_ckpt_load(path, c.t, c.n, t->err, sizeof t->err);
+    if (st == SPMD_OK) {
+        t->epoch = (int)c.state[0];
+        t->step_in_epoch = (long)c.state[1];
+        t->global_step = (long)c.state[2];
+        spmd_optim_set_steps(t->optim, c.state[3]);
+        memcpy(spmd_model_rng(t->model)->s, c.rng + 4 * t->rank, 4 * sizeof(int64_t));
+        *loaded = 1;
+    }
+    ckpt_list_free(&c);
+    return st;
+}
+
+/* ---- metrics, progress, plot ------------------------------------------------ */
+
+static void record_loss(trainer *t, long step, float loss) {
+    if (t->nlosses == t->cap_losses) {
+        size_t nc = t->cap_losses ? 2 * t->cap_losses : 256;
+        loss_point *p = realloc(t->losses, nc * sizeof *p);
+        if (!p) return;   /* the plot loses points, training goes on */
+        t->losses = p;
+        t->cap_losses = nc;
+    }
+    t->losses[t->nlosses++] = (loss_point){step, loss};
+}
+
+static void progress(trainer *t, long steps_per_epoch, float loss, double sps, int final) {
+    if (t->rank != 0 || t->o.quiet) return;
+    if (t->tty) {
+        const int width = 24;
+        int filled = steps_per_epoch ? (int)(width * t->step_in_epoch / steps_per_epoch) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = 0;
+        printf("\repoch %d/%d [%s] %ld/%ld loss %.4f %.0f samples/s   ", t->epoch + 1, t->o.epochs,
+               bar, t->step_in_epoch, steps_per_epoch, (double)loss, sps);
+        if (final) printf("\n");
+    } else {
+        printf("epoch %d step %ld/%ld (total %ld) loss %.4f %.0f samples/s\n", t->epoch + 1,
+               t->step_in_epoch, steps_per_epoch, t->global_step, (double)loss, sps);
+    }
+    fflush(stdout);
+}
+
+static int find_in_path(const char *prog) {
+    const char *p = getenv("PATH");
+    if (!p) p = "/usr/bin:/bin";
+    while (*p) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char full[4096];
+        if (n && n < sizeof full - strlen(prog) - 2) {
+            snprintf(full, sizeof full, "%.*s/%s", (int)n, p, prog);
+            if (access(full, X_OK) == 0) return 1;
+        }
+        p += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static void plot(trainer *t) {
+    if (t->rank != 0 || !t->o.plot) return;
+    if (!find_in_path("gnuplot")) {
+        fprintf(stderr, "spmd-train: --plot needs gnuplot, which is not installed (Debian: apt-get "
+                        "install gnuplot-nox)%s%s\n",
+                t->o.metrics ? "; the curves are in " : "", t->o.metrics ? t->o.metrics : "");
+        return;
+    }
+    FILE *gp = popen("gnuplot", "w");
+    if (!gp) {
+        fprintf(stderr, "spmd-train: cannot start gnuplot: %s\n", strerror(errno));
+        return;
+    }
+    fprintf(gp, "$loss << EOD\n");
+    for (size_t i = 0; i < t->nlosses; i++)
+        fprintf(gp, "%ld %.6g\n", t->losses[i].step, (double)t->losses[i].loss);
+    fprintf(gp, "EOD\n$acc << EOD\n");
+    for (int i = 0; i < t->naccs; i++) fprintf(gp, "%d %.6g\n", i + 1, t->accs[i]);
+    fprintf(gp, "EOD\n");
+    fprintf(gp, "set terminal pngcairo size 1100,420\nset output '%s'\n", t->o.plot);
+    fprintf(gp, "set multiplot layout 1,2 title 'spmd-train %s, world %d, batch %d per rank'\n",
+            t->o.model, t->world, t->o.batch);
+    fprintf(gp, "set grid\nset xlabel 'step'\nset ylabel 'loss'\nset title 'training loss'\n");
+    fprintf(gp, "plot $loss using 1:2 with lines notitle\n");
+    fprintf(gp, "set xlabel 'epoch'\nset ylabel 'accuracy'\nset title 'test accuracy'\n");
+    fprintf(gp, "set xrange [0:%d]\nset yrange [0:1]\n", t->naccs + 1);
+    if (t->naccs) fprintf(gp, "plot $acc using 1:2 with linespoints pt 7 notitle\n");
+    else fprintf(gp, "set label 1 'no epoch evaluated' at graph 0.5,0.5 center\nplot NaN notitle\n");
+    fprintf(gp, "unset multiplot\n");
+    int rc = pclose(gp);
+    if (rc != 0) fprintf(stderr, "spmd-train: gnuplot failed (status %d) writing %s\n", rc, t->o.plot);
+    else say(t, "plot written to %s\n", t->o.plot);
+}
+
+/* ---- evaluation ------------------------------------------------------------ */
+
+/* Test accuracy, sharded: each rank evaluates its DistributedSampler share
+ * (no shuffle; padded like torch's), then (correct, total) are summed. */
+static spmd_status evaluate(trainer *t, double *acc) {
+    spmd_model_train(t->model, 0);
+    const size_t *idx = spmd_sampler_indices(t->test_sampler);
+    size_t n = spmd_sampler_num_samples(t->test_sampler);
+    int64_t counts[2] = {0, 0};
+    spmd_status st = SPMD_OK;
+    for (size_t i = 0; i < n && st == SPMD_OK; i += (size_t)t->o.batch) {
+        size_t b = n - i < (size_t)t->o.batch ? n - i : (size_t)t->o.batch;
+        st = spmd_dataset_batch(&t->test, idx + i, b, SPMD_FASHION_MNIST_MEAN,
+                                SPMD_FASHION_MNIST_STD, t->x, t->y);
+        const float *logits;
+        if (st == SPMD_OK) st = spmd_model_forward(t->model, t->x, (int)b, &logits);
+        if (st == SPMD_OK) {
+            int correct;
+            spmd_cross_entropy(NULL, logits, t->y, (int)b, spmd_model_num_outputs(t->model),
+                               &correct);
+            counts[0] += correct;
+            counts[1] += (int64_t)b;
+        }
+    }
+    spmd_model_train(t->model, 1);
+    if (st != SPMD_OK) return st;
+    if (t->g && (st = spmd_all_reduce(t->g, counts, counts, 2, SPMD_I64, SPMD_SUM)) != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+        return st;
+    }
+    *acc = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
+    if (t->metrics && t->rank == 0) {
+        fprintf(t->metrics,
+                "{\"epoch\": %d, \"step\": %ld, \"test_accuracy\": %.6f, \"test_correct\": %lld, "
+                "\"test_total\": %lld}\n",
+                t->epoch, t->global_step, *acc, (long long)counts[0], (long long)counts[1]);
+        fflush(t->metrics);
+    }
+    double *a = realloc(t->accs, (size_t)(t->naccs + 1) * sizeof(double));
+    if (a) {
+        t->accs = a;
+        t->accs[t->naccs++] = *acc;
+    }
+    return SPMD_OK;
+}
+
+/* ---- training ---------------------------------------------------------------- */
+
+/* One optimizer step on the batch idx[0..b): forward, loss, backward,
+ * gradient sync, update.  Returns the rank-local loss in *loss. */
+static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *loss) {
+    double t0 = now_s();
+    spmd_status st = spmd_dataset_batch(&t->train, idx, b, SPMD_FASHION_MNIST_MEAN,
+                                        SPMD_FASHION_MNIST_STD, t->x, t->y);
+    if (st != SPMD_OK) return st;
+    double t1 = now_s();
+    spmd_model_zero_grad(t->model);
+    const float *logits;
+    st = spmd_model_forward(t->model, t->x, (int)b, &logits);
+    if (st != SPMD_OK) return st;
+    *loss = spmd_cross_entropy(t->dlogits, logits, t->y, (int)b,
+                               spmd_model_num_outputs(t->model), NULL);
+    double t2 = now_s();
+    st = spmd_model_backward(t->model, t->dlogits, grad_sync_hook, t);
+    if (st != SPMD_OK) return st;
+    double t3 = now_s();
+    st = grad_sync_finish(t);
+    if (st != SPMD_OK) return st;
+    double t4 = now_s();
+    spmd_optim_step(t->optim, t->params, t->grads);
+    double t5 = now_s();
+    t->t.data += t1 - t0;
+    t->t.fwd += t2 - t1;
+    t->t.bwd += t3 - t2;
+    t->t.comm += t4 - t3;
+    t->t.opt += t5 - t4;
+    t->t.steps++;
+    return SPMD_OK;
+}
+
+static int setup(trainer *t) {
+    spmd_status st;
+    const char *ws = getenv("WORLD_SIZE");
+    if (ws && *ws) {
+        spmd_group_opts go = SPMD_GROUP_OPTS_DEFAULT;
+        go.name = "spmd-train";
+        st = spmd_group_init(&go, &t->g, t->err, sizeof t->err);
+        if (st != SPMD_OK) return fail(t, "cannot join the group", st);
+        t->rank = spmd_group_rank(t->g);
+        t->world = spmd_group_size(t->g);
+    } else {
+        t->rank = 0;
+        t->world = 1;
+    }
+    int threads = t->o.threads ? t->o.threads : spmd_nn_default_threads();
+    spmd_nn_set_threads(threads);
+
+    if ((st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TRAIN, &t->train, t->err, sizeof t->err)) ||
+        (st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TEST, &t->test, t->err, sizeof t->err)))
+        return fail(t, "cannot load Fashion-MNIST (install dataset-fashion-mnist or pass --data)", st);
+
+    spmd_model_opts mo = SPMD_MODEL_OPTS_DEFAULT;
+    mo.arch = t->o.model;
+    mo.seed = t->o.seed;
+    mo.dropout = t->o.dropout;
+    mo.num_classes = t->train.num_classes;
+    if ((st = spmd_model_create(&mo, &t->model, t->err, sizeof t->err)) != SPMD_OK)
+        return fail(t, "cannot build the model", st);
+    spmd_model_seed_dropout(t->model, t->o.seed, (uint64_t)t->rank);
+    t->params = spmd_model_params(t->model, &t->nparams);
+    t->grads = spmd_model_grads(t->model, NULL);
+    t->buffers = spmd_model_buffers(t->model, &t->nbuffers);
+
+    spmd_optim_opts oo = SPMD_OPTIM_OPTS_SGD;
+    if (t->o.optimizer == SPMD_OPTIM_ADAM) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAM;
+    if (t->o.optimizer == SPMD_OPTIM_ADAMW) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAMW;
+    oo.lr = t->o.lr;
+    oo.momentum = t->o.momentum;
+    oo.weight_decay = t->o.weight_decay;
+    if ((st = spmd_optim_create(&oo, t->nparams, &t->optim)) != SPMD_OK)
+        return fail(t, "cannot create the optimizer", st);
+
+    spmd_sampler_opts so = SPMD_SAMPLER_OPTS_DEFAULT;
+    so.dataset_len = t->train.n;
+    so.num_replicas = t->world;
+    so.rank = t->rank;
+    so.shuffle = 1;
+    so.seed = t->o.seed;
+    if ((st = spmd_sampler_init(&so, &t->train_sampler, t->err, sizeof t->err)) != SPMD_OK)
+        return fail(t, "train sampler", st);
+    so.dataset_len = t->test.n;
+    so.shuffle = 0;
+    if ((st = spmd_sampler_init(&so, &t->test_sampler, t->err, sizeof t->err)) != SPMD_OK)
+        return fail(t, "test sampler", st);
+
+    size_t px = (size_t)t->train.rows * t->train.cols;
+    t->x = malloc(sizeof(float) * px * (size_t)t->o.batch);
+    t->y = malloc(sizeof(int) * (size_t)t->o.batch);
+    t->dlogits = malloc(sizeof(float) * (size_t)t->o.batch * (size_t)mo.num_classes);
+    if (!t->x || !t->y || !t->dlogits) return fail(t, "batch buffers", SPMD_ERR_NOMEM);
+
+    /* every rank starts from rank 0's weights (DDP's broadcast at construction) */
+    if (t->g) {
+        if ((st = spmd_broadcast(t->g, t->params, t->nparams, SPMD_F32, 0)) != SPMD_OK ||
+            (t->nbuffers &&
+             (st = spmd_broadcast(t->g, t->buffers, t->nbuffers, SPMD_F32, 0)) != SPMD_OK)) {
+            snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+            return fail(t, "broadcast of the initial parameters", st);
+        }
+    }
+    if (t->o.resume) {
+        int loaded;
+        if ((st = load_checkpoint(t, &loaded)) != SPMD_OK) return fail(t, "resume", st);
+        if (loaded)
+            say(t, "resumed from %s/%s: epoch %d, step %ld\n", t->o.ckpt_dir, CKPT_NAME,
+                t->epoch + 1, t->global_step);
+        else
+            say(t, "no checkpoint in %s yet: starting from scratch\n", t->o.ckpt_dir);
+    }
+    if (t->o.metrics && t->rank == 0) {
+        t->metrics = fopen(t->o.metrics, "a");
+        if (!t->metrics) {
+            snprintf(t->err, sizeof t->err, "%s: %s", t->o.metrics, strerror(errno));
+            return fail(t, "cannot open the metrics file", SPMD_ERR_IO);
+        }
+    }
+    t->tty = isatty(STDOUT_FILENO);
+    return 0;
+}
+
+static int run(trainer *t) {
+    spmd_status st;
+    double train_time = 0.0;
+    long samples = 0;   /* all ranks */
+    double last_acc = -1.0;
+    int stopped = 0;
+    char limit[48] = "";
+    if (t->o.steps) snprintf(limit, sizeof limit, ", at most %ld steps", t->o.steps);
+    say(t, "spmd-train: %s (%zu parameters), world %d, batch %d per rank, %s lr %g, %d epoch(s)%s\n",
+        t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), (double)t->o.lr,
+        t->o.epochs, limit);
+    if (t->o.steps && t->global_step >= t->o.steps) stopped = 1;
+    for (; t->epoch < t->o.epochs && !stopped; t->epoch++) {
+        if ((st = spmd_sampler_set_epoch(t->train_sampler, (uint64_t)t->epoch)) != SPMD_OK)
+            return fail(t, "sampler", st);
+        spmd_batch_iter it;
+        spmd_batch_iter_init(&it, spmd_sampler_indices(t->train_sampler),
+                             spmd_sampler_num_samples(t->train_sampler), (size_t)t->o.batch, 0);
+        long per_epoch = (long)spmd_batch_iter_count(&it);
+        const size_t *bi;
+        size_t bn;
+        for (long s = 0; s < t->step_in_epoch && spmd_batch_iter_next(&it, &bi, &bn); s++) {}
+        double mark = now_s(), interval_start = mark;
+        double loss_sum = 0.0;
+        long interval_steps = 0, interval_samples = 0;
+        while (spmd_batch_iter_next(&it, &bi, &bn)) {
+            float loss;
+            if ((st = train_step(t, bi, bn, &loss)) != SPMD_OK) return fail(t, "training step", st);
+            t->step_in_epoch++;
+            t->global_step++;
+            loss_sum += loss;
+            interval_steps++;
+            interval_samples += (long)bn * t->world;
+            int last = t->step_in_epoch == per_epoch;
+            stopped = t->o.steps && t->global_step >= t->o.steps;
+            if (interval_steps == t->o.log_every || last || stopped) {
+                double tn = now_s();
+                float mean = (float)(loss_sum / interval_steps);
+                double sps = interval_samples / (tn - interval_start);
+                record_loss(t, t->global_step, mean);
+                if (t->metrics)
+                    fprintf(t->metrics,
+                            "{\"step\": %ld, \"epoch\": %d, \"loss\": %.6f, \"samples_per_s\": %.1f}\n",
+                            t->global_step, t->epoch, (double)mean, sps);
+                if (t->tty || last || stopped || t->global_step % (10L * t->o.log_every) == 0)
+                    progress(t, per_epoch, mean, sps, last || stopped);
+                loss_sum = 0.0;
+                interval_steps = 0;
+                interval_samples = 0;
+                interval_start = tn;
+            }
+            samples += (long)bn * t->world;
+            if (stopped) break;
+        }
+        train_time += now_s() - mark;
+        int finished_epoch = t->step_in_epoch == per_epoch;
+        if (t->o.eval && (finished_epoch || stopped)) {
+            double acc;
+            if ((st = evaluate(t, &acc)) != SPMD_OK) return fail(t, "evaluation", st);
+            last_acc = acc;
+            say(t, "epoch %d%s: test accuracy %.4f\n", t->epoch + 1,
+                finished_epoch ? "" : " (partial)", acc);
+        }
+        if (finished_epoch) {
+            t->step_in_epoch = 0;
+            if (t->o.ckpt_dir) {
+                t->epoch++;   /* the checkpoint names the next position */
+                st = save_checkpoint(t);
+                t->epoch--;
+                if (st != SPMD_OK) return fail(t, "checkpoint", st);
+            }
+        } else if (stopped && t->o.ckpt_dir) {
+            if ((st = save_checkpoint(t)) != SPMD_OK) return fail(t, "checkpoint", st);
+        }
+        if (stopped && !finished_epoch) break;
+    }
+    if (t->rank == 0) {
+        double n = t->t.steps ? (double)t->t.steps : 1.0;
+        printf("spmd-train: %s, world %d: %ld steps, %ld samples in %.2f s: %.0f samples/s%s",
+               t->o.model, t->world, t->t.steps, samples, train_time,
+               train_time > 0 ? samples / train_time : 0.0, last_acc >= 0 ? "" : "\n");
+        if (last_acc >= 0) printf(", test accuracy %.4f\n", last_acc);
+        printf("time per step: data %.3f ms, forward %.3f ms, backward %.3f ms, communication "
+               "%.3f ms, optimizer %.3f ms\n",
+               1e3 * t->t.data / n, 1e3 * t->t.fwd / n, 1e3 * t->t.bwd / n, 1e3 * t->t.comm / n,
+               1e3 * t->t.opt / n);
+        fflush(stdout);
+    }
+    plot(t);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    int rc = parse_args(argc, argv, &t.o);
+    if (rc != 0) {
+        usage(rc > 0 ? stdout : stderr);
+        return rc > 0 ? 0 : 2;
+    }
+    rc = setup(&t);
+    if (rc == 0) rc = run(&t);
+    if (t.metrics) fclose(t.metrics);
+    free(t.x);
+    free(t.y);
+    free(t.dlogits);
+    free(t.losses);
+    free(t.accs);
+    spmd_sampler_free(t.train_sampler);
+    spmd_sampler_free(t.test_sampler);
+    spmd_optim_free(t.optim);
+    spmd_model_free(t.model);
+    spmd_dataset_free(&t.train);
+    spmd_dataset_free(&t.test);
+    spmd_group_destroy(t.g);
+    return rc;
+}
