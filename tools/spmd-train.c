@@ -47,6 +47,7 @@ typedef struct {
     int dropout;
     int log_every;
     int eval;
+    long train_samples;  /* 0: the whole training set */
 } options;
 
 static void usage(FILE *f) {
@@ -71,6 +72,7 @@ static void usage(FILE *f) {
         "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
         "  --plot FILE.png      draw loss and accuracy curves with gnuplot at the end\n"
         "  --log-every N        steps per metrics record and progress update  (10)\n"
+        "  --train-samples N    train on the first N examples only (quick runs, tests)\n"
         "  --no-eval            skip the test-set evaluation\n"
         "  --no-dropout         dropout layers become the identity\n"
         "  --quiet              only errors and the final summary\n"
@@ -109,7 +111,7 @@ static int parse_float(const char *opt, const char *s, float *out) {
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -144,6 +146,9 @@ static int parse_args(int argc, char **argv, options *o) {
             } else if (strcmp(a, "--log-every") == 0) {
                 if (parse_long(a, v, 1, 1000000, &n)) return -1;
                 o->log_every = (int)n;
+            } else if (strcmp(a, "--train-samples") == 0) {
+                if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
+                o->train_samples = n;
             } else if (strcmp(a, "--seed") == 0) {
                 if (parse_long(a, v, 0, 0x7fffffffffffffffL, &n)) return -1;
                 o->seed = (uint64_t)n;
@@ -608,6 +613,8 @@ static int setup(trainer *t) {
     if ((st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TRAIN, &t->train, t->err, sizeof t->err)) ||
         (st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TEST, &t->test, t->err, sizeof t->err)))
         return fail(t, "cannot load Fashion-MNIST (install dataset-fashion-mnist or pass --data)", st);
+    if (t->o.train_samples && (size_t)t->o.train_samples < t->train.n)
+        t->train.n = (size_t)t->o.train_samples;
 
     spmd_model_opts mo = SPMD_MODEL_OPTS_DEFAULT;
     mo.arch = t->o.model;
