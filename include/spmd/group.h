@@ -97,6 +97,10 @@ spmd_store *spmd_group_store(spmd_group *g);          /* the group's store (not 
 const char *spmd_group_errmsg(const spmd_group *g);
 /* Deadline for later blocking calls on g (<= 0: back to the default). */
 void spmd_group_set_timeout(spmd_group *g, int timeout_ms);
+/* Break the group on purpose (as ncclCommAbort): every pending and later
+ * call on every rank fails with SPMD_ERR_ABORTED and `reason`, instead of
+ * waiting for a rank that will never come.  The group must still be destroyed. */
+void spmd_group_abort(spmd_group *g, const char *reason);
 
 /* ---- work handles ----------------------------------------------------- */
 

@@ -8,5 +8,6 @@
 #include "spmd/status.h"
 #include "spmd/store.h"
 #include "spmd/group.h"
+#include "spmd/ddp.h"
 
 #endif

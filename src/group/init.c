@@ -89,6 +89,10 @@ static int default_timeout_ms(void) {
     return SPMD_DEFAULT_TIMEOUT_MS;
 }
 
+void spmd_group_abort(spmd_group *g, const char *reason) {
+    if (g) spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d aborted the group: %s", g->rank, reason ? reason : "");
+}
+
 void spmd_group_set_timeout(spmd_group *g, int timeout_ms) {
     if (g) g->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms();
 }

@@ -448,6 +448,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         return 0;
     case F_BYE:
         pe->left = 1;
+        atomic_store(&p->g->peer_left[i], 1);
         return 0;
     case F_ABORT:
         if (pe->len > ABORT_MAX) { snprintf(why, whylen, "abort text too long"); return -1; }

@@ -99,6 +99,26 @@ static spmd_status check_hdr(spmd__coll_ctx *c, const xop *o) {
     return SPMD_OK;
 }
 
+/* The collective connection to `peer` ended.  If the peer failed its group
+ * first, its abort notice is already on the way over the p2p connection:
+ * give the progress thread a moment to deliver it, so the error names the
+ * real cause rather than the closed socket. */
+static spmd_status peer_gone(spmd__coll_ctx *c, int peer, const char *how) {
+    spmd_group *g = c->g;
+    struct pollfd p = {.fd = g->fail_eventfd, .events = POLLIN, .revents = 0};
+    int64_t until = spmd__now_ms() + 1000;
+    while (!atomic_load(&g->failed) && !atomic_load(&g->peer_left[peer]) && spmd__now_ms() < until) {
+        if (poll(&p, 1, 50) < 0 && errno != EINTR) break;
+    }
+    char fmsg[SPMD__ERRLEN];
+    spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
+    if (st) return spmd__coll_fail(c, st, "%s", fmsg);
+    if (atomic_load(&g->peer_left[peer]))
+        return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d destroyed the group while rank %d was still in it",
+                               spmd__coll_kind_name(c->kind), c->seq, peer, g->rank);
+    return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d %s", spmd__coll_kind_name(c->kind), c->seq, peer, how);
+}
+
 /* Move as many bytes of op o as the socket takes now.  1 = progress, 0 = would
  * block, <0 = error status. */
 static int step(spmd__coll_ctx *c, xop *o) {
@@ -137,17 +157,12 @@ static int step(spmd__coll_ctx *c, xop *o) {
             }
             continue;
         }
-        if (n == 0 && !o->send) {
-            spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d closed its connection",
-                            spmd__coll_kind_name(c->kind), c->seq, o->peer);
-            return SPMD_ERR_REMOTE;
-        }
+        if (n == 0 && !o->send) return peer_gone(c, o->peer, "closed its connection (died?)");
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        int e = errno;
-        spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: connection to rank %d failed: %s",
-                        spmd__coll_kind_name(c->kind), c->seq, o->peer, strerror(e));
-        return SPMD_ERR_REMOTE;
+        char how[128];
+        snprintf(how, sizeof how, "is unreachable: %s", strerror(errno));
+        return peer_gone(c, o->peer, how);
     }
     return progressed;
 }

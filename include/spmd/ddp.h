@@ -1,0 +1,118 @@
+/* spmd/ddp.h — data-parallel gradient reduction for any C training loop, in
+ * the manner of PyTorch's DistributedDataParallel.
+ *
+ * Use:
+ *   spmd_ddp *d;  spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+ *   spmd_ddp_create(g, &o, &d);
+ *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n, SPMD_F32);
+ *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n, SPMD_F32);
+ *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
+ *   loop:
+ *     spmd_ddp_prepare(d);     // start of the step (re-broadcasts buffers if asked)
+ *     forward; backward, calling spmd_ddp_grad_ready(d, i) as parameter i's gradient is final
+ *     spmd_ddp_finish(d);      // waits for every bucket: gradients are now averaged in place
+ *     optimizer step
+ *   when a rank runs out of data early: spmd_ddp_join(d) (see below)
+ *   spmd_ddp_free(d);
+ *
+ * Buckets: gradients are grouped in reverse registration order (the order
+ * backward produces them) into buckets of at most bucket_cap_bytes (the first
+ * one first_bucket_bytes), and each bucket's all_reduce starts as soon as all
+ * its gradients are ready — while backward is still computing earlier layers.
+ * Buckets start in the same order on every rank.  After the first step the
+ * buckets are rebuilt in the order gradients actually became ready on rank 0,
+ * as torch does.
+ *
+ * Threads: grad_ready, prepare, finish and join are called from one thread
+ * (the training loop's); communication runs on the group's executor.
+ * Ownership: the parameter/gradient/buffer memory stays the caller's and must
+ * stay valid until spmd_ddp_free; names are copied.
+ */
+#ifndef SPMD_DDP_H
+#define SPMD_DDP_H
+
+#include <stddef.h>
+#include "spmd/group.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct spmd_ddp spmd_ddp;
+
+typedef enum {
+    SPMD_DDP_COMPRESS_NONE = 0,
+    SPMD_DDP_COMPRESS_FP16, /* buckets travel as float16 (torch's fp16_compress_hook) */
+    SPMD_DDP_COMPRESS_BF16  /* buckets travel as bfloat16 (bf16_compress_hook) */
+} spmd_ddp_compression;
+
+/* A communication hook: replaces the bucket's all_reduce.  It must start an
+ * async collective on g that leaves the SUM over ranks of `grads` (count
+ * floats) in `grads` when *work completes (the reducer divides by the world
+ * size afterwards), or finish synchronously and set *work = NULL. */
+typedef spmd_status (*spmd_ddp_comm_hook)(void *state, spmd_group *g, float *grads, size_t count,
+                                          spmd_work **work);
+
+typedef struct {
+    size_t first_bucket_bytes;   /* torch: 1 MiB */
+    size_t bucket_cap_bytes;     /* torch: 25 MiB */
+    int find_unused_parameters;  /* 1: a parameter never marked ready is reduced as zero;
+                                    0: it is an error naming it (no hang) */
+    int broadcast_buffers;       /* 1: prepare() broadcasts buffers from rank 0 each step */
+    int overlap;                 /* 1: buckets start during backward; 0: all at finish() */
+    spmd_ddp_compression compression;
+} spmd_ddp_opts;
+
+#define SPMD_DDP_OPTS_DEFAULT {1u << 20, 25u << 20, 0, 1, 1, SPMD_DDP_COMPRESS_NONE}
+
+spmd_status spmd_ddp_create(spmd_group *g, const spmd_ddp_opts *opts, spmd_ddp **out);
+void spmd_ddp_free(spmd_ddp *d);
+/* Detailed message of the last failure. */
+const char *spmd_ddp_errmsg(const spmd_ddp *d);
+
+/* Register parameter i (in registration order, starting at 0) with its
+ * gradient buffer.  Only SPMD_F32 (float) gradients are supported. */
+spmd_status spmd_ddp_add_param(spmd_ddp *d, const char *name, float *param, float *grad, size_t count);
+spmd_status spmd_ddp_add_buffer(spmd_ddp *d, const char *name, float *buf, size_t count);
+/* Collective: verify that every rank registered the same parameters (count
+ * and sizes; a mismatch fails on every rank naming the rank and the
+ * parameter), broadcast parameters and buffers from rank 0, build buckets. */
+spmd_status spmd_ddp_finalize(spmd_ddp *d);
+
+/* Replace the all_reduce of every bucket (NULL: back to the built-in). */
+spmd_status spmd_ddp_set_comm_hook(spmd_ddp *d, spmd_ddp_comm_hook hook, void *state);
+
+/* Gradient accumulation: while on, finish() does no communication and
+ * gradients keep accumulating locally (torch's no_sync()); the first step
+ * after turning it off reduces the accumulated sum. */
+void spmd_ddp_set_no_sync(spmd_ddp *d, int on);
+
+/* Start of a step (before forward). */
+spmd_status spmd_ddp_prepare(spmd_ddp *d);
+/* Parameter i's gradient is final for this step.  Call each once per step. */
+spmd_status spmd_ddp_grad_ready(spmd_ddp *d, int i);
+/* Adapter with the signature of the training stack's backward hook
+ * (void (*)(void *ctx, int param_index)); ctx is the spmd_ddp.  Errors are
+ * kept and returned by the next finish(). */
+void spmd_ddp_grad_ready_hook(void *ctx, int param_index);
+/* Wait for every bucket; leaves the average over ranks in each gradient. */
+spmd_status spmd_ddp_finish(spmd_ddp *d);
+
+/* Uneven inputs (torch's Join): a rank that has no more batches calls
+ * spmd_ddp_join(), which takes part in the other ranks' remaining steps with
+ * zero gradients until every rank has joined.  Requires every step to begin
+ * with spmd_ddp_prepare() (which then also counts the ranks still training). */
+spmd_status spmd_ddp_join(spmd_ddp *d);
+/* Enable the bookkeeping that join needs (one tiny all_reduce per step);
+ * must be the same on every rank and set before the first prepare(). */
+void spmd_ddp_set_join_enabled(spmd_ddp *d, int on);
+
+/* Timings of the last step, in seconds: time spent inside finish() waiting
+ * for communication, and the number of buckets. */
+double spmd_ddp_last_wait_seconds(const spmd_ddp *d);
+int spmd_ddp_num_buckets(const spmd_ddp *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,558 @@
+/* ddp.c — the gradient reducer of include/spmd/ddp.h.
+ *
+ *   backward:  grad_ready(9) grad_ready(8) ... grad_ready(0)
+ *   buckets:   [9 8 7]      [6 5 4 3]      [2 1 0]        (reverse registration order)
+ *   launch:      └ all_reduce_async ┘└ all_reduce_async ┘└ ...   as each bucket fills,
+ *                                                               strictly in bucket order
+ *   finish:    wait bucket 0, 1, 2 -> average -> gradients in place
+ *
+ * A bucket whose gradients sit back to back in memory (the training stack
+ * keeps all gradients in one allocation) is reduced in place; otherwise its
+ * gradients are copied into a staging buffer as they become ready.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "coll/reduce.h"
+#include "spmd/ddp.h"
+
+typedef struct {
+    char *name;
+    float *param, *grad;
+    size_t count;
+    int bucket;
+    size_t offset;   /* in the bucket, floats */
+    int ready;
+} dparam;
+
+typedef struct {
+    char *name;
+    float *buf;
+    size_t count;
+} dbuf;
+
+typedef struct {
+    int *idx;        /* parameter indices, in bucket order */
+    int n;
+    size_t count;    /* floats */
+    float *view;     /* gradients contiguous in memory: reduce them in place */
+    float *flat;     /* else: staging buffer */
+    uint16_t *half;  /* compressed copy (fp16/bf16 hooks) */
+    int pending;     /* gradients not ready yet this step */
+    spmd_work *work;
+    int launched;
+} bucket;
+
+struct spmd_ddp {
+    spmd_group *g;
+    spmd_ddp_opts o;
+    dparam *p;
+    int np, capp;
+    dbuf *b;
+    int nb, capb;
+    float *bufstage;   /* buffers coalesced for one broadcast */
+    size_t bufcount;
+    bucket *bk;
+    int nbk, next_launch;
+    int finalized, rebuilt, no_sync, join_enabled;
+    int *order;        /* ready order seen this step (for the rebuild) */
+    int norder;
+    spmd_ddp_comm_hook hook;
+    void *hook_state;
+    spmd_status sticky;
+    double last_wait;
+    char err[512];
+};
+
+static spmd_status fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const char *spmd_ddp_errmsg(const spmd_ddp *d) { return d ? d->err : "no reducer"; }
+double spmd_ddp_last_wait_seconds(const spmd_ddp *d) { return d ? d->last_wait : 0; }
+int spmd_ddp_num_buckets(const spmd_ddp *d) { return d ? d->nbk : 0; }
+void spmd_ddp_set_no_sync(spmd_ddp *d, int on) { if (d) d->no_sync = on; }
+void spmd_ddp_set_join_enabled(spmd_ddp *d, int on) { if (d) d->join_enabled = on; }
+
+spmd_status spmd_ddp_create(spmd_group *g, const spmd_ddp_opts *opts, spmd_ddp **out) {
+    static const spmd_ddp_opts dflt = SPMD_DDP_OPTS_DEFAULT;
+    if (!g || !out) return SPMD_ERR_INVALID;
+    spmd_ddp *d = calloc(1, sizeof *d);
+    if (!d) return SPMD_ERR_NOMEM;
+    d->g = g;
+    d->o = opts ? *opts : dflt;
+    if (!d->o.bucket_cap_bytes) d->o.bucket_cap_bytes = dflt.bucket_cap_bytes;
+    if (!d->o.first_bucket_bytes) d->o.first_bucket_bytes = dflt.first_bucket_bytes;
+    *out = d;
+    return SPMD_OK;
+}
+
+static void free_buckets(spmd_ddp *d) {
+    for (int i = 0; i < d->nbk; i++) {
+        if (d->bk[i].work) spmd_work_free(d->bk[i].work);
+        free(d->bk[i].idx);
+        free(d->bk[i].flat);
+        free(d->bk[i].half);
+    }
+    free(d->bk);
+    d->bk = NULL;
+    d->nbk = 0;
+}
+
+void spmd_ddp_free(spmd_ddp *d) {
+    if (!d) return;
+    free_buckets(d);
+    for (int i = 0; i < d->np; i++) free(d->p[i].name);
+    for (int i = 0; i < d->nb; i++) free(d->b[i].name);
+    free(d->p);
+    free(d->b);
+    free(d->bufstage);
+    free(d->order);
+    free(d);
+}
+
+spmd_status spmd_ddp_add_param(spmd_ddp *d, const char *name, float *param, float *grad, size_t count) {
+    if (!d) return SPMD_ERR_INVALID;
+    if (d->finalized) return fail(d, SPMD_ERR_INVALID, "add_param after finalize");
+    if (!param || !grad || (!count && 0)) return fail(d, SPMD_ERR_INVALID, "add_param '%s': NULL buffer", name ? name : "?");
+    if (d->np == d->capp) {
+        int cap = d->capp ? d->capp * 2 : 16;
+        dparam *np = realloc(d->p, sizeof *np * (size_t)cap);
+        if (!np) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+        d->p = np;
+        d->capp = cap;
+    }
+    dparam *p = &d->p[d->np];
+    memset(p, 0, sizeof *p);
+    p->name = strdup(name ? name : "");
+    if (!p->name) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+    p->param = param;
+    p->grad = grad;
+    p->count = count;
+    d->np++;
+    return SPMD_OK;
+}
+
+spmd_status spmd_ddp_add_buffer(spmd_ddp *d, const char *name, float *buf, size_t count) {
+    if (!d) return SPMD_ERR_INVALID;
+    if (d->finalized) return fail(d, SPMD_ERR_INVALID, "add_buffer after finalize");
+    if (!buf && count) return fail(d, SPMD_ERR_INVALID, "add_buffer '%s': NULL buffer", name ? name : "?");
+    if (d->nb == d->capb) {
+        int cap = d->capb ? d->capb * 2 : 16;
+        dbuf *nb = realloc(d->b, sizeof *nb * (size_t)cap);
+        if (!nb) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+        d->b = nb;
+        d->capb = cap;
+    }
+    dbuf *b = &d->b[d->nb];
+    b->name = strdup(name ? name : "");
+    if (!b->name) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+    b->buf = buf;
+    b->count = count;
+    d->nb++;
+    return SPMD_OK;
+}
+
+spmd_status spmd_ddp_set_comm_hook(spmd_ddp *d, spmd_ddp_comm_hook hook, void *state) {
+    if (!d) return SPMD_ERR_INVALID;
+    d->hook = hook;
+    d->hook_state = state;
+    return SPMD_OK;
+}
+
+/* ---- buckets ------------------------------------------------------------- */
+
+/* Cut `order` (parameter indices in expected ready order) into buckets. */
+static spmd_status build_buckets(spmd_ddp *d, const int *order) {
+    free_buckets(d);
+    d->bk = calloc((size_t)(d->np ? d->np : 1), sizeof *d->bk);
+    if (!d->bk) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+    size_t cap = d->o.first_bucket_bytes;
+    bucket *cur = NULL;
+    size_t cur_bytes = 0;
+    for (int k = 0; k < d->np; k++) {
+        int i = order[k];
+        size_t bytes = d->p[i].count * sizeof(float);
+        if (!cur || (cur_bytes > 0 && cur_bytes + bytes > cap)) {
+            if (cur) cap = d->o.bucket_cap_bytes;
+            cur = &d->bk[d->nbk++];
+            cur->idx = malloc(sizeof(int) * (size_t)d->np);
+            if (!cur->idx) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+            cur_bytes = 0;
+        }
+        d->p[i].bucket = (int)(cur - d->bk);
+        d->p[i].offset = cur->count;
+        cur->idx[cur->n++] = i;
+        cur->count += d->p[i].count;
+        cur_bytes += bytes;
+    }
+    for (int b = 0; b < d->nbk; b++) {
+        bucket *bk = &d->bk[b];
+        /* In place when the bucket's gradients, in bucket order, are one
+         * contiguous run of memory (ascending or descending). */
+        float *lo = d->p[bk->idx[0]].grad;
+        int asc = 1, desc = 1;
+        for (int k = 1; k < bk->n; k++) {
+            const dparam *prev = &d->p[bk->idx[k - 1]], *p = &d->p[bk->idx[k]];
+            if (p->grad != prev->grad + prev->count) asc = 0;
+            if (p->grad + p->count != prev->grad) desc = 0;
+            if (p->grad < lo) lo = p->grad;
+        }
+        if (asc || desc) {
+            bk->view = lo;
+            for (int k = 0; k < bk->n; k++) d->p[bk->idx[k]].offset = (size_t)(d->p[bk->idx[k]].grad - lo);
+        } else {
+            bk->flat = malloc(sizeof(float) * (bk->count ? bk->count : 1));
+            if (!bk->flat) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+        }
+        if (d->o.compression != SPMD_DDP_COMPRESS_NONE) {
+            bk->half = malloc(sizeof(uint16_t) * (bk->count ? bk->count : 1));
+            if (!bk->half) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+        }
+        bk->pending = bk->n;
+    }
+    d->next_launch = 0;
+    return SPMD_OK;
+}
+
+static float *bucket_data(bucket *b) { return b->view ? b->view : b->flat; }
+
+static spmd_status launch(spmd_ddp *d, bucket *b) {
+    float *data = bucket_data(b);
+    int w = spmd_group_size(d->g);
+    spmd_status st;
+    b->launched = 1;
+    if (d->hook) {
+        st = d->hook(d->hook_state, d->g, data, b->count, &b->work);
+    } else if (d->o.compression != SPMD_DDP_COMPRESS_NONE) {
+        /* As torch's fp16/bf16 hooks: divide first (no overflow), reduce the
+         * narrow copy, widen back at finish. */
+        int fp16 = d->o.compression == SPMD_DDP_COMPRESS_FP16;
+        float fw = (float)w;
+        for (size_t i = 0; i < b->count; i++)
+            b->half[i] = fp16 ? spmd__f32_to_f16(data[i] / fw) : spmd__f32_to_bf16(data[i] / fw);
+        st = spmd_all_reduce_async(d->g, b->half, b->half, b->count, fp16 ? SPMD_F16 : SPMD_BF16, SPMD_SUM,
+                                   NULL, &b->work);
+    } else {
+        st = spmd_all_reduce_async(d->g, data, data, b->count, SPMD_F32, SPMD_SUM, NULL, &b->work);
+    }
+    if (st) return fail(d, st, "bucket all_reduce: %s", spmd_group_errmsg(d->g));
+    return SPMD_OK;
+}
+
+/* Launch every complete bucket that is next in line. */
+static spmd_status launch_ready(spmd_ddp *d) {
+    while (d->next_launch < d->nbk && d->bk[d->next_launch].pending == 0) {
+        spmd_status st = launch(d, &d->bk[d->next_launch]);
+        d->next_launch++;
+        if (st) return st;
+    }
+    return SPMD_OK;
+}
+
+/* Wait for bucket b and put the averaged result into the gradients
+ * (unless `discard`, for a joined rank). */
+static spmd_status complete(spmd_ddp *d, bucket *b, int discard) {
+    spmd_status st = SPMD_OK;
+    if (b->work) {
+        st = spmd_work_wait(b->work, -1);
+        if (st) fail(d, st, "bucket all_reduce: %s", spmd_work_errmsg(b->work));
+        spmd_work_free(b->work);
+        b->work = NULL;
+    }
+    b->launched = 0;
+    if (st || discard) return st;
+    float *data = bucket_data(b);
+    int w = spmd_group_size(d->g);
+    if (!d->hook && d->o.compression != SPMD_DDP_COMPRESS_NONE) {
+        int fp16 = d->o.compression == SPMD_DDP_COMPRESS_FP16;
+        for (size_t i = 0; i < b->count; i++)
+            data[i] = fp16 ? spmd__f16_to_f32(b->half[i]) : spmd__bf16_to_f32(b->half[i]);
+    } else if (w > 1) {
+        /* divide (as torch does), not multiply by 1/w: exact where it can be */
+        float fw = (float)w;
+        for (size_t i = 0; i < b->count; i++) data[i] /= fw;
+    }
+    if (b->flat)
+        for (int k = 0; k < b->n; k++) {
+            dparam *p = &d->p[b->idx[k]];
+            memcpy(p->grad, b->flat + p->offset, p->count * sizeof(float));
+        }
+    return SPMD_OK;
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Every rank must have registered the same tensors: compare counts and sizes
+ * against rank 0's, computed identically on every rank from gathered data. */
+static spmd_status verify(spmd_ddp *d, int nitems, const size_t *counts, const char *const *names,
+                          const char *what) {
+    int w = spmd_group_size(d->g);
+    int64_t mine = nitems;
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)w);
+    if (!all) return fail(d, SPMD_ERR_NOMEM, "out of memory");
+    spmd_status st = spmd_all_gather(d->g, &mine, all, 1, SPMD_I64);
+    if (st) { free(all); return fail(d, st, "verifying %ss: %s", what, spmd_group_errmsg(d->g)); }
+    for (int r = 1; r < w; r++)
+        if (all[r] != all[0]) {
+            st = fail(d, SPMD_ERR_MISMATCH, "rank %d registered %lld %ss but rank 0 registered %lld", r,
+                      (long long)all[r], what, (long long)all[0]);
+            free(all);
+            return st;
+        }
+    free(all);
+    if (nitems == 0) return SPMD_OK;
+    size_t n = (size_t)nitems;
+    int64_t *sig = malloc(sizeof(int64_t) * 2 * n);
+    int64_t *sigs = malloc(sizeof(int64_t) * 2 * n * (size_t)w);
+    if (!sig || !sigs) { free(sig); free(sigs); return fail(d, SPMD_ERR_NOMEM, "out of memory"); }
+    for (size_t i = 0; i < n; i++) {
+        sig[2 * i] = (int64_t)counts[i];
+        sig[2 * i + 1] = (int64_t)name_hash(names[i]);
+    }
+    st = spmd_all_gather(d->g, sig, sigs, 2 * n, SPMD_I64);
+    if (st) fail(d, st, "verifying %ss: %s", what, spmd_group_errmsg(d->g));
+    for (int r = 1; r < w && !st; r++)
+        for (size_t i = 0; i < n && !st; i++) {
+            const int64_t *s0 = sigs + 2 * i, *sr = sigs + (size_t)r * 2 * n + 2 * i;
+            if (sr[0] != s0[0])
+                st = fail(d, SPMD_ERR_MISMATCH, "rank %d's %s %zu ('%s' here) has %lld elements but rank 0's has %lld",
+                          r, what, i, names[i], (long long)sr[0], (long long)s0[0]);
+            else if (sr[1] != s0[1])
+                st = fail(d, SPMD_ERR_MISMATCH, "rank %d's %s %zu is named differently from rank 0's ('%s' here)", r,
+                          what, i, names[i]);
+        }
+    free(sig);
+    free(sigs);
+    return st;
+}
+
+/* Broadcast a list of float tensors from rank 0, coalescing runs that are
+ * contiguous in memory. */
+static spmd_status bcast_tensors(spmd_ddp *d, float **ptrs, const size_t *counts, int n) {
+    int i = 0;
+    while (i < n) {
+        float *start = ptrs[i];
+        size_t total = counts[i];
+        int j = i + 1;
+        while (j < n && ptrs[j] == start + total) total += counts[j++];
+        spmd_status st = spmd_broadcast(d->g, start, total, SPMD_F32, 0);
+        if (st) return fail(d, st, "broadcast from rank 0: %s", spmd_group_errmsg(d->g));
+        i = j;
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_ddp_finalize(spmd_ddp *d) {
+    if (!d) return SPMD_ERR_INVALID;
+    if (d->finalized) return fail(d, SPMD_ERR_INVALID, "finalize called twice");
+    int n = d->np > d->nb ? d->np : d->nb;
+    size_t *counts = malloc(sizeof(size_t) * (size_t)(n ? n : 1));
+    const char **names = malloc(sizeof(char *) * (size_t)(n ? n : 1));
+    float **ptrs = malloc(sizeof(float *) * (size_t)(n ? n : 1));
+    int *order = malloc(sizeof(int) * (size_t)(d->np ? d->np : 1));
+    d->order = malloc(sizeof(int) * (size_t)(d->np ? d->np : 1));
+    spmd_status st = SPMD_OK;
+    if (!counts || !names || !ptrs || !order || !d->order) st = fail(d, SPMD_ERR_NOMEM, "out of memory");
+    if (!st) {
+        for (int i = 0; i < d->np; i++) { counts[i] = d->p[i].count; names[i] = d->p[i].name; ptrs[i] = d->p[i].param; }
+        st = verify(d, d->np, counts, names, "parameter");
+        if (!st) st = bcast_tensors(d, ptrs, counts, d->np);
+    }
+    if (!st) {
+        for (int i = 0; i < d->nb; i++) { counts[i] = d->b[i].count; names[i] = d->b[i].name; ptrs[i] = d->b[i].buf; }
+        st = verify(d, d->nb, counts, names, "buffer");
+        if (!st) st = bcast_tensors(d, ptrs, counts, d->nb);
+    }
+    if (!st) {
+        d->bufcount = 0;
+        for (int i = 0; i < d->nb; i++) d->bufcount += d->b[i].count;
+        if (d->bufcount && !(d->bufstage = malloc(sizeof(float) * d->bufcount))) st = fail(d, SPMD_ERR_NOMEM, "out of memory");
+    }
+    if (!st) {
+        for (int k = 0; k < d->np; k++) order[k] = d->np - 1 - k; /* backward order */
+        st = build_buckets(d, order);
+    }
+    free(counts);
+    free(names);
+    free(ptrs);
+    free(order);
+    if (!st) d->finalized = 1;
+    return st;
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+static spmd_status bcast_buffers(spmd_ddp *d) {
+    if (!d->o.broadcast_buffers || !d->bufcount || spmd_group_size(d->g) == 1) return SPMD_OK;
+    size_t off = 0;
+    for (int i = 0; i < d->nb; i++) { memcpy(d->bufstage + off, d->b[i].buf, d->b[i].count * sizeof(float)); off += d->b[i].count; }
+    spmd_status st = spmd_broadcast(d->g, d->bufstage, d->bufcount, SPMD_F32, 0);
+    if (st) return fail(d, st, "buffer broadcast: %s", spmd_group_errmsg(d->g));
+    off = 0;
+    for (int i = 0; i < d->nb; i++) { memcpy(d->b[i].buf, d->bufstage + off, d->b[i].count * sizeof(float)); off += d->b[i].count; }
+    return SPMD_OK;
+}
+
+/* How many ranks are still training (join bookkeeping). */
+static spmd_status count_active(spmd_ddp *d, int me_active, int *active) {
+    int32_t v = me_active, sum = 0;
+    spmd_status st = spmd_all_reduce(d->g, &v, &sum, 1, SPMD_I32, SPMD_SUM);
+    if (st) return fail(d, st, "join bookkeeping: %s", spmd_group_errmsg(d->g));
+    *active = sum;
+    return SPMD_OK;
+}
+
+spmd_status spmd_ddp_prepare(spmd_ddp *d) {
+    if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "prepare before finalize") : SPMD_ERR_INVALID;
+    d->sticky = SPMD_OK;
+    if (d->join_enabled) {
+        int active;
+        spmd_status st = count_active(d, 1, &active);
+        if (st) return st;
+    }
+    return bcast_buffers(d);
+}
+
+spmd_status spmd_ddp_grad_ready(spmd_ddp *d, int i) {
+    if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "grad_ready before finalize") : SPMD_ERR_INVALID;
+    if (i < 0 || i >= d->np) return fail(d, SPMD_ERR_INVALID, "grad_ready: parameter %d out of range [0, %d)", i, d->np);
+    dparam *p = &d->p[i];
+    if (p->ready) return fail(d, SPMD_ERR_INVALID, "parameter %d ('%s') marked ready twice in one step", i, p->name);
+    p->ready = 1;
+    d->order[d->norder++] = i;
+    if (d->no_sync) return SPMD_OK;
+    bucket *b = &d->bk[p->bucket];
+    if (b->flat) memcpy(b->flat + p->offset, p->grad, p->count * sizeof(float));
+    b->pending--;
+    return d->o.overlap ? launch_ready(d) : SPMD_OK;
+}
+
+void spmd_ddp_grad_ready_hook(void *ctx, int param_index) {
+    spmd_ddp *d = ctx;
+    spmd_status st = spmd_ddp_grad_ready(d, param_index);
+    if (st && !d->sticky) d->sticky = st;
+}
+
+static void reset_step(spmd_ddp *d) {
+    for (int i = 0; i < d->np; i++) d->p[i].ready = 0;
+    for (int b = 0; b < d->nbk; b++) d->bk[b].pending = d->bk[b].n;
+    d->next_launch = 0;
+    d->norder = 0;
+}
+
+/* After the first step: rebuild the buckets in the order gradients became
+ * ready on rank 0 (broadcast, so every rank cuts the same buckets). */
+static spmd_status rebuild(spmd_ddp *d, int have_order) {
+    int32_t *ord = malloc(sizeof(int32_t) * (size_t)(d->np ? d->np : 1));
+    int *order = malloc(sizeof(int) * (size_t)(d->np ? d->np : 1));
+    if (!ord || !order) { free(ord); free(order); return fail(d, SPMD_ERR_NOMEM, "out of memory"); }
+    for (int k = 0; k < d->np; k++) ord[k] = have_order && d->norder == d->np ? d->order[k] : d->np - 1 - k;
+    spmd_status st = spmd_broadcast(d->g, ord, (size_t)d->np, SPMD_I32, 0);
+    if (st) fail(d, st, "bucket rebuild: %s", spmd_group_errmsg(d->g));
+    for (int k = 0; k < d->np && !st; k++) {
+        if (ord[k] < 0 || ord[k] >= d->np) st = fail(d, SPMD_ERR_PROTOCOL, "bucket rebuild: bad order from rank 0");
+        order[k] = ord[k];
+    }
+    if (!st) st = build_buckets(d, order);
+    d->rebuilt = 1;
+    free(ord);
+    free(order);
+    return st;
+}
+
+spmd_status spmd_ddp_finish(spmd_ddp *d) {
+    if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "finish before finalize") : SPMD_ERR_INVALID;
+    double t0 = now_s();
+    spmd_status st = d->sticky;
+    if (d->no_sync) {
+        reset_step(d);
+        d->last_wait = 0;
+        return st;
+    }
+    /* Parameters that got no gradient this step. */
+    if (!st) {
+        char names[256] = "";
+        int missing = 0;
+        for (int i = 0; i < d->np; i++) {
+            if (d->p[i].ready) continue;
+            if (d->o.find_unused_parameters) {
+                memset(d->p[i].grad, 0, d->p[i].count * sizeof(float));
+                spmd_ddp_grad_ready(d, i);
+                continue;
+            }
+            if (missing++ < 4) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", d->p[i].name);
+            }
+        }
+        if (missing) {
+            st = fail(d, SPMD_ERR_INVALID,
+                      "rank %d: %d parameter(s) received no gradient this step (%s%s); pass "
+                      "find_unused_parameters to reduce them as zero",
+                      spmd_group_rank(d->g), missing, names, missing > 4 ? ", ..." : "");
+            /* The other ranks would wait for our buckets: fail them now. */
+            spmd_group_abort(d->g, d->err);
+        }
+    }
+    if (!st) st = launch_ready(d); /* everything (no-overlap mode launches here) */
+    for (int b = 0; b < d->nbk; b++) {
+        if (st) {
+            if (d->bk[b].work) { spmd_work_wait(d->bk[b].work, -1); spmd_work_free(d->bk[b].work); d->bk[b].work = NULL; }
+            continue;
+        }
+        st = complete(d, &d->bk[b], 0);
+    }
+    d->last_wait = now_s() - t0;
+    if (!st && !d->rebuilt) st = rebuild(d, 1);
+    reset_step(d);
+    d->sticky = SPMD_OK;
+    return st;
+}
+
+spmd_status spmd_ddp_join(spmd_ddp *d) {
+    if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "join before finalize") : SPMD_ERR_INVALID;
+    if (!d->join_enabled) return fail(d, SPMD_ERR_INVALID, "join needs spmd_ddp_set_join_enabled(d, 1) on every rank");
+    for (;;) {
+        int active;
+        spmd_status st = count_active(d, 0, &active);
+        if (st) return st;
+        if (active == 0) return SPMD_OK;
+        /* Shadow one step of the ranks still training: same collectives, in
+         * the same order, with zero gradients. */
+        if ((st = bcast_buffers(d))) return st;
+        if (d->no_sync) continue;
+        for (int b = 0; b < d->nbk && !st; b++) {
+            memset(bucket_data(&d->bk[b]), 0, d->bk[b].count * sizeof(float));
+            if (d->bk[b].view) continue; /* zeroing the view zeroed our own gradients: fine, we are done */
+        }
+        for (int b = 0; b < d->nbk && !st; b++) st = launch(d, &d->bk[b]);
+        for (int b = 0; b < d->nbk; b++) {
+            spmd_status s2 = complete(d, &d->bk[b], 1);
+            if (!st) st = s2;
+        }
+        if (!st && !d->rebuilt) st = rebuild(d, 0);
+        if (st) return st;
+        reset_step(d);
+    }
+}

@@ -1,0 +1,1 @@
+spmd_test(test_ddp SOURCES mp/test_ddp.c LABELS mp TIMEOUT 300)

@@ -1,0 +1,298 @@
+/* The DDP reducer on synthetic gradients, world sizes 1-4: averages exact,
+ * buckets overlapped or not, rebuilt after the first step, parameters and
+ * buffers broadcast, shape mismatch, unused parameters, no_sync accumulation,
+ * fp16/bf16 compression, uneven inputs (join). */
+#include <math.h>
+#include "harness.h"
+#include "spmd/spmd.h"
+
+#define RREQ(cond)                                                                          \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "rank %d: %s:%d: failed: %s [ddp: %s] [group: %s]\n", rank,     \
+                    __FILE__, __LINE__, #cond, d ? spmd_ddp_errmsg(d) : "", spmd_group_errmsg(g)); \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+
+/* Five parameters: three back to back in one allocation (as the training
+ * stack keeps them), two on their own. */
+enum { NP = 5 };
+static const size_t COUNTS[NP] = {300, 7, 1000, 1, 513};
+
+typedef struct {
+    float *block, *gblock;
+    float *param[NP], *grad[NP];
+    float *bufv;
+} model_t;
+
+static void model_init(model_t *m, float fill) {
+    m->block = calloc(COUNTS[0] + COUNTS[1] + COUNTS[2], sizeof(float));
+    m->gblock = calloc(COUNTS[0] + COUNTS[1] + COUNTS[2], sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) { m->param[i] = m->block + off; m->grad[i] = m->gblock + off; off += COUNTS[i]; }
+    for (int i = 3; i < NP; i++) { m->param[i] = calloc(COUNTS[i], sizeof(float)); m->grad[i] = calloc(COUNTS[i], sizeof(float)); }
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < COUNTS[i]; k++) m->param[i][k] = fill + (float)k;
+    m->bufv = calloc(4, sizeof(float));
+    for (int k = 0; k < 4; k++) m->bufv[k] = fill;
+}
+
+static void model_free(model_t *m) {
+    free(m->block);
+    free(m->gblock);
+    for (int i = 3; i < NP; i++) { free(m->param[i]); free(m->grad[i]); }
+    free(m->bufv);
+}
+
+static spmd_status make(spmd_group *g, model_t *m, const spmd_ddp_opts *o, spmd_ddp **out) {
+    spmd_status st = spmd_ddp_create(g, o, out);
+    if (st) return st;
+    char name[16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        if ((st = spmd_ddp_add_param(*out, name, m->param[i], m->grad[i], COUNTS[i]))) return st;
+    }
+    if ((st = spmd_ddp_add_buffer(*out, "bn.running_mean", m->bufv, 4))) return st;
+    return spmd_ddp_finalize(*out);
+}
+
+/* Gradient value of rank r, step s, parameter i, element k: small integers,
+ * so sums are exact and the mean is exact after the division by world. */
+static float gval(int r, int s, int i, size_t k) { return (float)((r + 1) * (s + 2) + i + (int)(k % 5)); }
+
+static float mean_of(int world, int s, int i, size_t k) {
+    float sum = 0;
+    for (int r = 0; r < world; r++) sum += gval(r, s, i, k);
+    return sum / (float)world;
+}
+
+static int one_step(spmd_ddp *d, spmd_group *g, model_t *m, int rank, int s, int reverse_order) {
+    RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+    for (int q = 0; q < NP; q++) {
+        /* Most ranks produce gradients in backward order; odd ranks in a
+         * different order, which must not matter. */
+        int i = reverse_order ? NP - 1 - q : (q * 3) % NP;
+        for (size_t k = 0; k < COUNTS[i]; k++) m->grad[i][k] = gval(rank, s, i, k);
+        RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+    }
+    RREQ(spmd_ddp_finish(d) == SPMD_OK);
+    return 0;
+}
+
+static int check_mean(spmd_group *g, model_t *m, int rank, int world, int s, float tol) {
+    spmd_ddp *d = NULL;
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < COUNTS[i]; k++) {
+            float want = mean_of(world, s, i, k), got = m->grad[i][k];
+            if (tol == 0) RREQ(got == want);
+            else RREQ(fabsf(got - want) <= tol * fabsf(want) + 1e-6f);
+        }
+    return 0;
+}
+
+static int basic(spmd_group *g, int rank, int world, int overlap) {
+    model_t m;
+    model_init(&m, 10.0f * (float)rank);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.first_bucket_bytes = 64;    /* several buckets even for this tiny model */
+    o.bucket_cap_bytes = 2048;
+    o.overlap = overlap;
+    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    RREQ(spmd_ddp_num_buckets(d) >= 3);
+    /* finalize broadcast rank 0's parameters and buffers */
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < COUNTS[i]; k++) RREQ(m.param[i][k] == (float)k);
+    RREQ(m.bufv[0] == 0.0f);
+    for (int s = 0; s < 4; s++) {
+        if (rank == 0) m.bufv[1] = (float)(100 + s); /* buffers follow rank 0 every step */
+        if (one_step(d, g, &m, rank, s, rank % 2 == 0)) return 1;
+        RREQ(m.bufv[1] == (float)(100 + s) || world == 1);
+        if (check_mean(g, &m, rank, world, s, 0)) return 1;
+    }
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+static int no_sync(spmd_group *g, int rank, int world) {
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    RREQ(make(g, &m, NULL, &d) == SPMD_OK);
+    /* Two local steps accumulate (no communication), the third reduces the sum. */
+    for (int i = 0; i < NP; i++) memset(m.grad[i], 0, COUNTS[i] * sizeof(float));
+    for (int s = 0; s < 3; s++) {
+        spmd_ddp_set_no_sync(d, s < 2);
+        RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+        for (int i = NP - 1; i >= 0; i--) {
+            for (size_t k = 0; k < COUNTS[i]; k++) m.grad[i][k] += gval(rank, s, i, k);
+            RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+        }
+        RREQ(spmd_ddp_finish(d) == SPMD_OK);
+        if (s < 2) RREQ(m.grad[0][0] == gval(rank, 0, 0, 0) + (s == 1 ? gval(rank, 1, 0, 0) : 0));
+    }
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < COUNTS[i]; k++)
+            RREQ(m.grad[i][k] == mean_of(world, 0, i, k) + mean_of(world, 1, i, k) + mean_of(world, 2, i, k));
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+static int compression(spmd_group *g, int rank, int world, spmd_ddp_compression c) {
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.compression = c;
+    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    if (one_step(d, g, &m, rank, 1, 1)) return 1;
+    /* fp16 keeps 11 bits, bf16 8 bits of mantissa */
+    if (check_mean(g, &m, rank, world, 1, c == SPMD_DDP_COMPRESS_FP16 ? 2e-3f : 1e-2f)) return 1;
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+static int unused(spmd_group *g, int rank, int world) {
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.find_unused_parameters = 1;
+    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    /* Parameter 3 gets no gradient on rank 0: reduced as zero there. */
+    RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+    for (int i = NP - 1; i >= 0; i--) {
+        for (size_t k = 0; k < COUNTS[i]; k++) m.grad[i][k] = gval(rank, 0, i, k);
+        if (i == 3 && rank == 0) continue;
+        RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+    }
+    RREQ(spmd_ddp_finish(d) == SPMD_OK);
+    float want = 0;
+    for (int r = 1; r < world; r++) want += gval(r, 0, 3, 0);
+    RREQ(m.grad[3][0] == want / (float)world);
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+/* Without find_unused_parameters, a missing gradient is an error naming the
+ * parameter on the rank that missed it and an abort elsewhere — no hang. */
+static int unused_error(spmd_group *g, int rank, int world) {
+    (void)world;
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    RREQ(make(g, &m, NULL, &d) == SPMD_OK);
+    RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+    for (int i = NP - 1; i >= 0; i--) {
+        if (i == 0 && rank == 1) continue;
+        RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+    }
+    spmd_status st = spmd_ddp_finish(d);
+    RREQ(st != SPMD_OK);
+    if (rank == 1) RREQ(strstr(spmd_ddp_errmsg(d), "'p0'") && strstr(spmd_ddp_errmsg(d), "find_unused"));
+    else RREQ(strstr(spmd_ddp_errmsg(d), "p0") || strstr(spmd_group_errmsg(g), "p0"));
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+static int mismatch(spmd_group *g, int rank, int world) {
+    (void)world;
+    spmd_ddp *d = NULL;
+    float a[10] = {0}, ga[10], b[12] = {0}, gb[12];
+    RREQ(spmd_ddp_create(g, NULL, &d) == SPMD_OK);
+    RREQ(spmd_ddp_add_param(d, "fc.weight", a, ga, 10) == SPMD_OK);
+    RREQ(spmd_ddp_add_param(d, "fc.bias", b, gb, rank == 1 ? 12 : 11) == SPMD_OK);
+    spmd_status st = spmd_ddp_finalize(d);
+    RREQ(st == SPMD_ERR_MISMATCH);
+    RREQ(strstr(spmd_ddp_errmsg(d), "rank 1") && strstr(spmd_ddp_errmsg(d), "fc.bias"));
+    spmd_ddp_free(d);
+    return 0;
+}
+
+/* Uneven inputs: rank r runs 3 + r steps; the early finishers join. */
+static int join(spmd_group *g, int rank, int world) {
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.first_bucket_bytes = 64;
+    o.bucket_cap_bytes = 2048;
+    RREQ(spmd_ddp_create(g, &o, &d) == SPMD_OK);
+    spmd_ddp_set_join_enabled(d, 1);
+    char name[16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        RREQ(spmd_ddp_add_param(d, name, m.param[i], m.grad[i], COUNTS[i]) == SPMD_OK);
+    }
+    RREQ(spmd_ddp_finalize(d) == SPMD_OK);
+    int steps = 3 + rank;
+    for (int s = 0; s < steps; s++) {
+        if (one_step(d, g, &m, rank, s, 1)) return 1;
+        /* ranks that already joined contribute zeros */
+        float want = 0;
+        for (int r = 0; r < world; r++)
+            if (s < 3 + r) want += gval(r, s, 2, 0);
+        if (m.grad[2][0] != want / (float)world)
+            fprintf(stderr, "rank %d step %d: got %g want %g\n", rank, s, m.grad[2][0], want / (float)world);
+        RREQ(m.grad[2][0] == want / (float)world);
+    }
+    RREQ(spmd_ddp_join(d) == SPMD_OK);
+    /* The group is still in step: a plain collective works afterwards. */
+    int32_t one = 1, sum = 0;
+    RREQ(spmd_all_reduce(g, &one, &sum, 1, SPMD_I32, SPMD_SUM) == SPMD_OK && sum == world);
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+typedef int (*case_fn)(spmd_group *, int, int);
+static int which_case = 0;
+
+static int body(int rank, int world, void *arg) {
+    (void)arg;
+    spmd_group *g = NULL;
+    char err[512];
+    if (spmd_group_init(NULL, &g, err, sizeof err)) {
+        fprintf(stderr, "init: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    switch (which_case) {
+    case 0:
+        rc |= basic(g, rank, world, 1);
+        rc |= basic(g, rank, world, 0);
+        rc |= no_sync(g, rank, world);
+        rc |= compression(g, rank, world, SPMD_DDP_COMPRESS_FP16);
+        rc |= compression(g, rank, world, SPMD_DDP_COMPRESS_BF16);
+        if (world > 1) rc |= unused(g, rank, world);
+        if (world > 1) rc |= mismatch(g, rank, world);
+        if (world > 1) rc |= join(g, rank, world);
+        break;
+    case 1:
+        rc |= unused_error(g, rank, world);
+        break;
+    }
+    spmd_group_destroy(g);
+    return rc;
+}
+
+int main(void) {
+    setenv("SPMD_TIMEOUT", "30", 1);
+    for (int w = 1; w <= 4; w++) {
+        char report[512];
+        which_case = 0;
+        spmd_status st = spmd_spawn_timeout(w, body, NULL, 120000, report, sizeof report);
+        CHECK_MSG(st == SPMD_OK, "world %d: %s", w, report);
+    }
+    which_case = 1;
+    char report[512];
+    spmd_status st = spmd_spawn_timeout(3, body, NULL, 60000, report, sizeof report);
+    CHECK_MSG(st == SPMD_OK, "unused-parameter error: %s", report);
+    TEST_MAIN_END();
+}
