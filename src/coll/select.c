@@ -116,8 +116,8 @@ static void invalid_name_msg(spmd__coll_kind k, const char *name, const char *or
     int other = 0;
     for (size_t i = 0; i < NROWS; i++)
         if (strcmp(TABLE[i].name, name) == 0) other = 1;
-    snprintf(err, errlen, "%s: %s algorithm '%s'%s; valid choices: %s", spmd__coll_kind_name(k),
-             other ? "no" : "unknown", name, origin, names);
+    snprintf(err, errlen, "%s: unknown algorithm '%s'%s; valid choices: %s", spmd__coll_kind_name(k),
+             name, origin, names);
     if (other) { /* say it exists, but for another collective */
         size_t l = strlen(err);
         snprintf(err + l, errlen > l ? errlen - l : 0, " ('%s' is an algorithm of another collective)",
