@@ -54,6 +54,48 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* Herd: HERD clients parked in get on one key, released by one set, then
+ * each adds once; the server must wake every one and count exactly. */
+enum { HERD = 48 };
+
+typedef struct {
+    int port;
+    int ok;
+} herd_arg;
+
+static void *herd_member(void *arg) {
+    herd_arg *h = arg;
+    spmd_store *c = tsu_connect(h->port, 20000);
+    if (!c) return NULL;
+    void *v = NULL;
+    size_t n = 0;
+    int64_t r = 0;
+    h->ok = spmd_store_get(c, "herd/start", &v, &n) == SPMD_OK && n == 2 && !memcmp(v, "go", 2) &&
+            spmd_store_add(c, "herd/count", 1, &r) == SPMD_OK && r >= 1 && r <= HERD;
+    free(v);
+    spmd_store_close(c);
+    return NULL;
+}
+
+static void test_herd(spmd_store_server *s, spmd_store *c, int port) {
+    herd_arg a[HERD];
+    pthread_t th[HERD];
+    for (int i = 0; i < HERD; i++) {
+        a[i].port = port;
+        a[i].ok = 0;
+        REQUIRE_VOID(pthread_create(&th[i], NULL, herd_member, &a[i]) == 0);
+    }
+    CHECK(tsu_wait_parked(s, HERD, 20000));
+    CHECK_OK(spmd_store_set(c, "herd/start", "go", 2));
+    for (int i = 0; i < HERD; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_MSG(a[i].ok, "herd member %d failed", i);
+    }
+    int64_t total = 0;
+    CHECK_OK(spmd_store_add(c, "herd/count", 0, &total));
+    CHECK(total == HERD);
+}
+
 int main(void) {
     spmd_store_server *s = tsu_server();
     REQUIRE(s);
@@ -80,6 +122,7 @@ int main(void) {
     int64_t nk = 0;
     CHECK_OK(spmd_store_num_keys(shared, &nk));
     CHECK(nk == 1 + (OWN + SHARED) * 5);
+    test_herd(s, shared, port);
     spmd_store_close(shared);
     CHECK(tsu_wait_conns(s, 0, 5000));
     spmd_store_server_stop(s);
