@@ -141,21 +141,47 @@ static spmd_status idx_read(idx_src *s, int expected_ndims, spmd_idx *out, char 
     }
     size_t start = 4 + 4 * (size_t)ndims;
     x.count = count;
-    x.data = malloc(count);
-    if (!x.data)
-        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: cannot allocate %zu bytes", nm, count);
-    st = src_read(s, x.data, count, &got, err, errlen);
-    if (st) {
-        free(x.data);
-        return st;
+    /* A short header must not make us allocate what its dims claim: memory
+     * sources are checked first, file sources grow the buffer as data
+     * actually arrives (doubling from 1 MiB). */
+    size_t have = 0, cap = count;
+    int short_data = s->mem && s->memlen - s->pos < count;
+    if (short_data) {
+        have = s->memlen - s->pos;
+    } else {
+        if (!s->mem && cap > ((size_t)1 << 20)) cap = (size_t)1 << 20;
+        x.data = malloc(cap);
+        if (!x.data)
+            return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: cannot allocate %zu bytes", nm,
+                              cap);
+        for (;;) {
+            st = src_read(s, x.data + have, cap - have, &got, err, errlen);
+            if (st) {
+                free(x.data);
+                return st;
+            }
+            have += got;
+            if (have < cap || have == count) break; /* end of data, or all of it */
+            cap = count - cap < cap ? count : cap * 2;
+            uint8_t *bigger = realloc(x.data, cap);
+            if (!bigger) {
+                free(x.data);
+                return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: cannot allocate %zu bytes",
+                                  nm, cap);
+            }
+            x.data = bigger;
+        }
+        if (have < count) {
+            free(x.data);
+            short_data = 1;
+        }
     }
-    if (got < count) {
+    if (short_data) {
         const char *why = src_eof_reason(s);
-        free(x.data);
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT,
                           "%s: truncated at byte offset %zu: the header declares %zu payload "
                           "bytes ending at offset %zu%s%s",
-                          nm, start + got, count, start + count, *why ? ": " : "", why);
+                          nm, start + have, count, start + count, *why ? ": " : "", why);
     }
     uint8_t extra;
     st = src_read(s, &extra, 1, &got, err, errlen);
