@@ -206,14 +206,18 @@ int main(int argc, char **argv) {
     }
 
     /* Stop signals and SIGCHLD arrive through a signalfd; blocked before any
-     * thread (the store's) exists, so every thread inherits the mask. */
+     * thread (the store's) exists, so every thread inherits the mask.  A stop
+     * signal we were started with ignored (nohup's SIGHUP, SIGINT of a
+     * background job) stays ignored, for us and for the workers. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction old;
+        if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaddset(&set, stops[i]);
+    }
     sigprocmask(SIG_BLOCK, &set, &a.orig_mask);
     signal(SIGPIPE, SIG_IGN); /* a closed console must not kill the agent */
     a.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -109,7 +109,7 @@ static void emit_lines(sr_stream *s, int all) {
         batch_line(s, &o, s->buf + start, i + 1 - start, 0);
         start = i + 1;
     }
-    if ((all || s->len == s->cap) && start < s->len) {
+    if ((all || (start == 0 && s->len == s->cap)) && start < s->len) {
         batch_line(s, &o, s->buf + start, s->len - start, 1);
         start = s->len;
     }

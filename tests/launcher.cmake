@@ -1,0 +1,30 @@
+# Launcher tests: spmdrun's argument parsing and output assembly as unit tests,
+# then the launcher itself driven by shell scripts (tests/launcher/*.sh) that run
+# tests/launcher/worker.c under it.  Scripts exit 77 to skip (SKIP_RETURN_CODE).
+if(TARGET spmdrun)
+  set(SR_DIR ${PROJECT_SOURCE_DIR}/tools/spmdrun)
+
+  add_executable(launcher_worker launcher/worker.c)
+  target_link_libraries(launcher_worker PRIVATE spmd_static)
+  set_target_properties(launcher_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+
+  function(spmd_launcher_script name script)
+    cmake_parse_arguments(S "" "TIMEOUT" "LABELS;ARGS" ${ARGN})
+    add_test(NAME ${name}
+      COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/launcher/${script}
+              $<TARGET_FILE:spmdrun> $<TARGET_FILE:launcher_worker> ${S_ARGS})
+    if(NOT S_TIMEOUT)
+      set(S_TIMEOUT 60)
+    endif()
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${S_TIMEOUT} SKIP_RETURN_CODE 77
+      LABELS "launcher;${S_LABELS}")
+  endfunction()
+
+  spmd_launcher_script(launcher_env env.sh)
+  spmd_launcher_script(launcher_fail_exit fail.sh ARGS exit)
+  spmd_launcher_script(launcher_fail_signal fail.sh ARGS kill9)
+  spmd_launcher_script(launcher_restart restart.sh)
+  spmd_launcher_script(launcher_output output.sh)
+  spmd_launcher_script(launcher_standalone standalone.sh)
+  spmd_launcher_script(launcher_signals signals.sh)
+endif()
