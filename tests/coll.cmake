@@ -30,3 +30,11 @@ spmd_test(test_coll_async SOURCES mp/test_coll_async.c LABELS mp TIMEOUT 200)
 # bad arguments (INVALID, same message everywhere, group usable) and ranks
 # that disagree (error on every rank, never a hang).
 spmd_test(test_coll_errors SOURCES mp/test_coll_errors.c LABELS mp TIMEOUT 200)
+
+# The seed examples (examples/*.c) run standalone; their exit status is the verdict.
+foreach(ex allreduce_ones butterfly collective_asserts)
+  add_test(NAME example_${ex} COMMAND ${ex})
+  set_tests_properties(example_${ex} PROPERTIES TIMEOUT 60 LABELS "example")
+endforeach()
+add_test(NAME example_p2p_collectives COMMAND p2p_collectives 4 4099 3)
+set_tests_properties(example_p2p_collectives PROPERTIES TIMEOUT 60 LABELS "example")
