@@ -34,3 +34,6 @@ if(SPMD_FUZZ)
     set_target_properties(fuzz_${h} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
   endforeach()
 endif()
+
+# rank 0 saves, barrier, all load (seed 001), over forked ranks on loopback
+spmd_test(test_data_ckpt_dist SOURCES mp/test_data_ckpt_dist.c LIBS spmdnn LABELS mp TIMEOUT 120)
