@@ -4,6 +4,13 @@
 if(TARGET spmdrun)
   set(SR_DIR ${PROJECT_SOURCE_DIR}/tools/spmdrun)
 
+  spmd_test(test_launcher_args SOURCES launcher/test_args.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c
+            LABELS "unit;launcher" TIMEOUT 30)
+  target_include_directories(test_launcher_args PRIVATE ${SR_DIR})
+  spmd_test(test_launcher_output SOURCES launcher/test_output.c ${SR_DIR}/output.c ${SR_DIR}/env.c
+            ${SR_DIR}/report.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c LABELS "unit;launcher" TIMEOUT 30)
+  target_include_directories(test_launcher_output PRIVATE ${SR_DIR})
+
   add_executable(launcher_worker launcher/worker.c)
   target_link_libraries(launcher_worker PRIVATE spmd_static)
   set_target_properties(launcher_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)

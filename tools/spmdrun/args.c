@@ -293,8 +293,8 @@ static const opt_def *lookup(const char *name, char *err, size_t errlen) {
 typedef struct {
     int is_host; /* from --rdzv-conf, -1 unset */
     int node_rank_given;
-    int backend_given;
     const char *nnodes, *nproc, *rdzv_conf;
+    char nnodes_who[64], nproc_who[64]; /* where they came from, for messages */
 } parse_state;
 
 /* Apply one option.  `who` names it in messages ("--nnodes", "PET_NNODES"). */
@@ -302,8 +302,14 @@ static int apply(sr_config *cfg, parse_state *ps, const opt_def *o, const char *
                  const char *who, char *err, size_t errlen) {
     long v;
     switch (o->id) {
-    case O_NNODES: ps->nnodes = val; break;
-    case O_NPROC: ps->nproc = val; break;
+    case O_NNODES:
+        ps->nnodes = val;
+        snprintf(ps->nnodes_who, sizeof ps->nnodes_who, "%s", who);
+        break;
+    case O_NPROC:
+        ps->nproc = val;
+        snprintf(ps->nproc_who, sizeof ps->nproc_who, "%s", who);
+        break;
     case O_NODE_RANK:
         if (parse_long(val, 0, INT_MAX, &v))
             return fail(err, errlen, "%s: '%s' is not a node rank (an integer >= 0)", who, val);
@@ -334,7 +340,6 @@ static int apply(sr_config *cfg, parse_state *ps, const opt_def *o, const char *
                         "by arrival) and 'static' (fixed node ranks)",
                         who, val);
         cfg->rdzv_backend = val;
-        ps->backend_given = 1;
         break;
     case O_RDZV_CONF: ps->rdzv_conf = val; break;
     case O_STANDALONE: cfg->standalone = 1; break;
@@ -442,8 +447,9 @@ int sr_parse_args(int argc, char **argv, sr_config *cfg, char *err, size_t errle
     cfg->keepalive_timeout_ms = 30000;
     cfg->grace_ms = 5000;
     cfg->exit_barrier_ms = 300000;
-    parse_state ps = {.is_host = -1, .node_rank_given = 0, .backend_given = 0,
-                      .nnodes = "1", .nproc = "1", .rdzv_conf = NULL};
+    parse_state ps = {.is_host = -1, .node_rank_given = 0,
+                      .nnodes = "1", .nproc = "1", .rdzv_conf = NULL,
+                      .nnodes_who = "--nnodes", .nproc_who = "--nproc-per-node"};
 
     if (apply_pet_env(cfg, &ps, err, errlen)) return -1;
 
@@ -504,8 +510,8 @@ int sr_parse_args(int argc, char **argv, sr_config *cfg, char *err, size_t errle
         }
         if (bad)
             return fail(err, errlen,
-                        "--nnodes: '%s' is not N or MIN:MAX (positive integers, MIN <= MAX)",
-                        ps.nnodes);
+                        "%s: '%s' is not N or MIN:MAX (positive integers, MIN <= MAX)",
+                        ps.nnodes_who, ps.nnodes);
         cfg->min_nodes = (int)lo;
         cfg->max_nodes = (int)hi;
     }
@@ -514,13 +520,13 @@ int sr_parse_args(int argc, char **argv, sr_config *cfg, char *err, size_t errle
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->nproc = n < 1 ? 1 : n > SR_MAX_LOCAL ? SR_MAX_LOCAL : (int)n;
     } else if (!strcmp(ps.nproc, "gpu")) {
-        return fail(err, errlen, "--nproc-per-node gpu: spmdrun has no GPU support; give a "
-                                 "number or auto (= number of CPUs)");
+        return fail(err, errlen, "%s gpu: spmdrun has no GPU support; give a "
+                                 "number or auto (= number of CPUs)", ps.nproc_who);
     } else {
         long n;
         if (parse_long(ps.nproc, 1, SR_MAX_LOCAL, &n))
-            return fail(err, errlen, "--nproc-per-node: '%s' is not a number 1..%d or auto",
-                        ps.nproc, SR_MAX_LOCAL);
+            return fail(err, errlen, "%s: '%s' is not a number 1..%d or auto",
+                        ps.nproc_who, ps.nproc, SR_MAX_LOCAL);
         cfg->nproc = (int)n;
     }
 
