@@ -5,4 +5,4 @@ spmd_test(test_store_block SOURCES unit/test_store_block.c LABELS unit store TIM
 spmd_test(test_store_threads SOURCES unit/test_store_threads.c LABELS unit store TIMEOUT 120)
 spmd_test(test_store_garbage SOURCES unit/test_store_garbage.c LABELS unit store TIMEOUT 60)
 spmd_test(test_store_fork SOURCES mp/test_store_fork.c LABELS mp store TIMEOUT 60)
-spmd_test(test_store_latency SOURCES unit/test_store_latency.c LABELS unit store perf TIMEOUT 60)
+spmd_test(test_store_latency SOURCES unit/test_store_latency.c LABELS unit store ARGS 200 TIMEOUT 60)

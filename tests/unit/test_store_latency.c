@@ -1,7 +1,7 @@
 /* Store round-trip latency on loopback: median and p99 of set, get and add
- * (small values) and of a 1 MiB set+get, printed for docs/STORE.md.  The
- * assertion is deliberately loose (sanitizer builds and a shared 2-core
- * machine); the printed figures are what matters.
+ * (small values) and of a 1 MiB set+get, printed for docs/STORE.md.  As a
+ * test it checks only that every round trip succeeds; the figures are the
+ * benchmark (run it by hand with more iterations).
  *   ./tests/test_store_latency [iterations] */
 #include <stdlib.h>
 #include "test_store_util.h"
@@ -65,10 +65,10 @@ int main(int argc, char **argv) {
     report("set+get 1 MiB", t, nb, &med_big);
     free(b);
     free(t);
-    /* Generous bound: a broken event loop (e.g. waking only on a timer) would
-     * show up as milliseconds per call. */
-    CHECK_MSG(med_set < 2000 && med_get < 2000 && med_add < 2000,
-              "small-op median above 2 ms: set %.1f get %.1f add %.1f us", med_set, med_get, med_add);
+    /* Figures only: speed goals live in benchmarks, not in pass/fail tests. */
+    (void)med_set;
+    (void)med_get;
+    (void)med_add;
     spmd_store_close(c);
     spmd_store_server_stop(s);
     TEST_MAIN_END();

@@ -1,0 +1,63 @@
+/* The Open MPI peer of spmd-bench, for benchmarks only (built by
+ * bench/compare.sh with mpicc; spmd never needs MPI).
+ *   mpirun -np 2 --mca btl tcp,self mpi_bench allreduce 4 67108864 20
+ *   mpirun -np 2 --mca btl tcp,self mpi_bench pingpong 4 16777216 200
+ * Prints "size time_us busbw_GBps" lines: all_reduce float sum, time of the
+ * slowest rank's mean over the iterations (after 5 warm-ups), busbw =
+ * size/time × 2(n-1)/n; ping-pong: half round trip and size/time. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const char *what = argc > 1 ? argv[1] : "allreduce";
+    size_t minb = argc > 2 ? strtoull(argv[2], NULL, 10) : 4;
+    size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 10) : 64u << 20;
+    int iters = argc > 4 ? atoi(argv[4]) : 20;
+    char *buf = malloc(maxb + 64), *out = malloc(maxb + 64);
+    memset(buf, 0, maxb);
+    for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
+        double t = 0;
+        if (!strcmp(what, "pingpong")) {
+            for (int i = -5; i < iters; i++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                if (rank == 0) {
+                    MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                } else if (rank == 1) {
+                    MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+                }
+                if (i >= 0) t += MPI_Wtime() - t0;
+            }
+            double us = t / iters / 2 * 1e6;
+            if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3));
+        } else {
+            int count = (int)(bytes / 4);
+            if (count < 1) count = 1;
+            for (int i = 0; i < 5; i++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            for (int i = 0; i < iters; i++) {
+                double t0 = MPI_Wtime();
+                MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                t += MPI_Wtime() - t0;
+            }
+            double mean = t / iters, slowest;
+            MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            double us = slowest * 1e6;
+            if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3) * 2.0 * (world - 1) / world);
+        }
+        fflush(stdout);
+        if (bytes > maxb / 2) break;
+    }
+    free(buf);
+    free(out);
+    MPI_Finalize();
+    return 0;
+}
