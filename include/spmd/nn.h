@@ -74,23 +74,23 @@ typedef struct {
 /* Fills oh/ow; SPMD_ERR_INVALID when the geometry gives an empty output. */
 spmd_status spmd_conv2d_dims_init(spmd_conv2d_dims *d, int c, int h, int w, int oc, int k,
                                   int stride, int pad);
-/* Scratch floats (im2col matrix) needed for batch B: c*kh*kw * B*oh*ow. */
+/* Scratch floats for one im2col chunk at batch B (the kernels process a few
+ * samples at a time so the matrix stays in cache). */
 size_t spmd_conv2d_col_size(const spmd_conv2d_dims *d, int B);
 /* im2col of inp (C, B, H, W) into col (C*KH*KW, B*OH*OW), zero padding. */
 void spmd_im2col(float *col, const float *inp, const spmd_conv2d_dims *d, int B);
 /* Adjoint of im2col: dinp (C, B, H, W) += scatter of dcol. */
 void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int B);
 /* out (OC, B, OH, OW) = conv(inp (C, B, H, W), w (OC, C, KH, KW)) + b (OC or NULL).
- * col: scratch of spmd_conv2d_col_size floats; it holds im2col(inp) on return
- * (pass it to backward with col_valid = 1 to skip recomputing it). */
+ * col: scratch of spmd_conv2d_col_size(d, B) floats. */
 void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
                          float *col, const spmd_conv2d_dims *d, int B);
-/* dw +=, db += (NULL: no bias), dinp (C, B, H, W) (NULL: skip).  col holds
- * im2col(inp) when col_valid, else it is recomputed into it; dcol is scratch
- * of the same size (may be NULL when dinp is NULL). */
+/* dw +=, db += (NULL: no bias), dinp (C, B, H, W) (NULL: skip).  col and dcol
+ * are scratch of spmd_conv2d_col_size(d, B) floats each (dcol may be NULL
+ * when dinp is NULL). */
 void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
-                          const float *inp, const float *w, float *col, int col_valid,
-                          float *dcol, const spmd_conv2d_dims *d, int B, int acc);
+                          const float *inp, const float *w, float *col, float *dcol,
+                          const spmd_conv2d_dims *d, int B, int acc);
 
 /* ReLU over n elements (in place allowed). Backward uses the output: dinp = dout * (out > 0). */
 void spmd_relu_forward(float *out, const float *inp, size_t n);
@@ -137,7 +137,7 @@ void spmd_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, const flo
 /* Cross-entropy with log-softmax over logits (B, V), mean over the batch.
  * targets (B) in [0, V).  dlogits (B, V) (NULL: skip) receives dLoss/dlogits.
  * Returns the loss; *correct (NULL: skip) counts argmax hits. */
-float spmd_cross_entropy(float *dlogits, const float *logits, const int32_t *targets, int B,
+float spmd_cross_entropy(float *dlogits, const float *logits, const int *targets, int B,
                          int V, int *correct);
 /* Mean squared error over n elements, mean reduction (torch's MSELoss). */
 float spmd_mse(float *dpred, const float *pred, const float *target, size_t n);

@@ -11,10 +11,6 @@
 #include <string.h>
 #include "nn/internal.h"
 
-/* im2col matrices kept from forward to backward, at most this many floats in
- * total (beyond it, backward recomputes them in a shared scratch). */
-#define SPMD__COL_CACHE_FLOATS ((size_t)64 << 20)
-
 static void fail(spmd_model *m, spmd_status st, const char *fmt, ...) {
     if (m->err != SPMD_OK) return;
     m->err = st;
@@ -100,7 +96,6 @@ spmd_model *spmd__model_new(const char *arch, int c, int h, int w, int flat_inpu
     m->in_c = c; m->in_h = h; m->in_w = w;
     m->training = 1;
     m->dropout_on = 1;
-    m->cache_budget = SPMD__COL_CACHE_FLOATS;
     spmd_rng_seed(&m->drop_rng, 0, 0);
     if (c < 1 || h < 1 || w < 1) fail(m, SPMD_ERR_INVALID, "input shape must be positive");
     else new_act(m, c, h, w, flat_input);
@@ -330,17 +325,13 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     for (int i = 1; i < m->nacts; i++) acts += m->acts[i].size * (size_t)B;
     size_t in0 = 0;
     if (!m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
-    size_t col_total = 0;
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *n = &m->nodes[i];
         size_t osz = m->acts[n->out].size * (size_t)B;
         switch (n->op) {
         case SPMD__OP_CONV: {
             size_t cs = spmd_conv2d_col_size(&n->conv, B);
-            n->col_cached = col_total + cs <= m->cache_budget;
-            if (n->col_cached) { cache += cs; col_total += cs; }
-            else if (cs > scratch) scratch = cs;
-            /* dcol needs the same size when the input gradient is computed */
+            if (cs > scratch) scratch = cs;
             break;
         }
         case SPMD__OP_DROPOUT: cache += osz; break;
@@ -349,14 +340,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         default: break;
         }
     }
-    size_t dcol = 0;
-    for (int i = 0; i < m->nnodes; i++) {
-        spmd__node *n = &m->nodes[i];
-        if (n->op == SPMD__OP_CONV && n->in != 0) {
-            size_t cs = spmd_conv2d_col_size(&n->conv, B);
-            if (cs > dcol) dcol = cs;
-        }
-    }
+    size_t dcol = scratch;   /* the input-gradient chunk has the same shape */
     float *am = malloc(sizeof(float) * (acts + in0 + 1));
     float *gm = malloc(sizeof(float) * (acts + 1));
     float *cm = malloc(sizeof(float) * (cache + scratch + dcol + 1));
@@ -381,10 +365,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         size_t osz = m->acts[n->out].size * (size_t)B;
         n->col = NULL; n->mask = NULL; n->idx = NULL; n->mean = n->rstd = NULL;
         switch (n->op) {
-        case SPMD__OP_CONV:
-            if (n->col_cached) { n->col = pc; pc += spmd_conv2d_col_size(&n->conv, B); }
-            else n->col = m->col_scratch;
-            break;
+        case SPMD__OP_CONV: n->col = m->col_scratch; break;
         case SPMD__OP_DROPOUT: n->mask = pc; pc += osz; break;
         case SPMD__OP_MAXPOOL: n->idx = (int32_t *)pc; pc += osz; break;
         case SPMD__OP_BN:
@@ -485,8 +466,8 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
             break;
         case SPMD__OP_CONV:
             spmd_conv2d_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
-                                 in->data, P(m, n->p0), n->col, n->col_cached, m->dcol_scratch,
-                                 &n->conv, B, n->acc_in);
+                                 in->data, P(m, n->p0), n->col, m->dcol_scratch, &n->conv, B,
+                                 n->acc_in);
             break;
         case SPMD__OP_BN:
             spmd_batchnorm_backward(din, G(m, n->p0), G(m, n->p0 + 1), out->grad, in->data, n->mean,

@@ -6,8 +6,8 @@
  * buffers live in three contiguous allocations described by the tables;
  * nodes refer to their tensors by table index.  Activation data and
  * activation gradients live in two more allocations sized for the largest
- * batch seen so far, per-node caches (im2col matrices, dropout masks, pool
- * argmax, batch statistics) in a sixth.
+ * batch seen so far, per-node caches (dropout masks, pool argmax, batch
+ * statistics) and the shared im2col scratch in a sixth.
  *
  * The builder functions are internal (spmd__) so tests can assemble small
  * graphs (one layer, one residual block) and check their gradients. */
@@ -47,9 +47,8 @@ typedef struct {
     spmd_conv2d_dims conv;
     int k;                /* max-pool kernel */
     float p;              /* dropout probability */
-    int col_cached;       /* conv: col below belongs to this node and survives to backward */
     /* caches, pointing into the model's cache allocation */
-    float *col;
+    float *col;           /* conv: the shared im2col scratch */
     float *mask;
     int32_t *idx;
     float *mean, *rstd;
@@ -92,7 +91,6 @@ struct spmd_model {
     int bmax;             /* batch the activation memory is sized for */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
-    size_t cache_budget;  /* floats of im2col matrices kept between forward and backward */
 };
 
 /* ---- builder (each returns the new activation id, or -1 after recording
