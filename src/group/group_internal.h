@@ -106,6 +106,9 @@ spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen);
 void spmd__p2p_stop(spmd_group *g);
 spmd_status spmd__p2p_post_send(spmd_group *g, spmd_work *w);
 spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w);
+/* Progress p2p traffic with `peer` (-1: every peer) on the calling thread,
+ * without blocking; used by waiters. */
+void spmd__p2p_poll(spmd_group *g, int peer);
 /* Withdraw a posted receive that has not matched yet (completes it with
  * SPMD_ERR_ABORTED); does nothing when it already matched. */
 void spmd__p2p_cancel(spmd_group *g, spmd_work *w);

@@ -535,6 +535,23 @@ static void read_peer(spmd__p2p *p, int i) {
     }
 }
 
+/* A thread waiting for a p2p operation drives the sockets itself for a few
+ * microseconds instead of waiting for the progress thread to wake up: that
+ * wake-up is most of a small message's latency.  Never blocks. */
+void spmd__p2p_poll(spmd_group *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || g->world == 1) return;
+    if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
+    for (int i = 0; i < g->world; i++) {
+        if (i == g->rank || (which >= 0 && i != which)) continue;
+        peer *pe = &p->peers[i];
+        if (pe->dead || pe->fd < 0) continue;
+        if (pe->sq && flush_peer(p, i) < 0) { peer_died(p, i, strerror(errno)); continue; }
+        read_peer(p, i);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* ---- the progress thread ------------------------------------------------- */
 
 static void *progress_main(void *arg) {

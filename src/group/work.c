@@ -48,10 +48,13 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
     if (!w) return SPMD_ERR_INVALID;
     if (timeout_ms < 0) timeout_ms = w->g ? w->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS;
     if (w->kind == SPMD__W_COLL && !atomic_load_explicit(&w->done, memory_order_acquire)) spmd__exec_help(w);
-    /* Spin for a few microseconds: cheaper than a sleep/wake pair for small messages. */
-    uint64_t spin_until = spmd__now_ns() + 20000;
-    while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until)
-        sched_yield();
+    /* Spin for a few tens of microseconds, driving the p2p sockets ourselves:
+     * cheaper than a sleep/wake pair for small messages. */
+    uint64_t spin_until = spmd__now_ns() + (w->kind == SPMD__W_COLL ? 20000 : 50000);
+    while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until) {
+        if (w->kind != SPMD__W_COLL) spmd__p2p_poll(w->g, w->peer);
+        sched_yield(); /* let the progress thread or the peer rank run */
+    }
     int64_t deadline = spmd__deadline(timeout_ms);
     pthread_mutex_lock(&w->mu);
     while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
