@@ -50,3 +50,48 @@ finish() {
     echo "ok"
     exit 0
 }
+
+# start_host NAME CMD...: start CMD (an spmdrun that hosts the rendezvous store)
+# in the background with stdout in $TMP/NAME.out and stderr in $TMP/NAME.err;
+# returns once it printed where the store listens: HOST_PID and HOST_PORT are
+# set.  (Port 0 is asked for, so the real port is only known from that line.)
+start_host() {
+    _name=$1
+    shift
+    mkfifo "$TMP/$_name.efifo"
+    "$@" >"$TMP/$_name.out" 2>"$TMP/$_name.efifo" &
+    HOST_PID=$!
+    exec 4<"$TMP/$_name.efifo"
+    HOST_PORT=
+    : >"$TMP/$_name.err"
+    while IFS= read -r _line <&4; do
+        echo "$_line" >>"$TMP/$_name.err"
+        case "$_line" in
+        *"hosting the rendezvous store at "*)
+            HOST_PORT=${_line##*:}
+            HOST_PORT=${HOST_PORT%% *}
+            break
+            ;;
+        esac
+    done
+    cat <&4 >>"$TMP/$_name.err" &
+    exec 4<&-
+}
+
+# Reading a worker's output as it comes, without sleeping: the output goes to a
+# fifo kept open on a descriptor (3..9); read_until copies lines to a file until
+# enough of them match; drain copies the rest in the background at the end.
+# open_fifo FD FIFO
+open_fifo() { eval "exec $1<\"\$2\""; }
+# read_until FD FILE N PATTERN
+read_until() {
+    touch "$2"
+    while [ "$(grep -c -- "$4" "$2")" -lt "$3" ] && IFS= read -r _line <&"$1"; do
+        echo "$_line" >>"$2"
+    done
+}
+# drain FD FILE
+drain() {
+    cat <&"$1" >>"$2" &
+    eval "exec $1<&-"
+}

@@ -15,14 +15,10 @@ start_job() {
     SPMD_GRACE_PERIOD=1 HOLD_IGNORE_TERM=1 "$WORKER" run "$SPMDRUN" --standalone --nproc-per-node 3 \
         "$WORKER" hold >"$TMP/$1.fifo" 2>"$TMP/$1.err" &
     JOB=$!
-    exec 3<"$TMP/$1.fifo"
-    : >"$TMP/$1.out"
-    while [ "$(grep -c pids "$TMP/$1.out")" -lt 3 ] && IFS= read -r line <&3; do
-        echo "$line" >>"$TMP/$1.out"
-    done
-    cat <&3 >>"$TMP/$1.out" &
+    open_fifo 3 "$TMP/$1.fifo"
+    read_until 3 "$TMP/$1.out" 3 pids
+    drain 3 "$TMP/$1.out"
     DRAIN=$!
-    exec 3<&-
 }
 
 for sig in TERM INT; do

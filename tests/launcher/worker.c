@@ -7,7 +7,8 @@
  *                            RANK exits with CODE (after a line on stderr), others wait
  *   kill9 RANK               the same, but RANK SIGKILLs itself
  *   fail-first RANK          RANK fails while TORCHELASTIC_RESTART_COUNT is 0
- *   hold                     start a grandchild, print "pids <self> <grandchild>", wait
+ *   hold                     print "hold restart=C world=W rank=R group=G", start a
+ *                            grandchild, print "pids <self> <grandchild>", wait
  *                            (HOLD_IGNORE_TERM=1: local rank 0 ignores SIGTERM and SIGINT, so only
  *                            SIGKILL ends it)
  *   hang-until R             while the restart count is below R: like hold; from R on:
@@ -100,6 +101,8 @@ static int mode_hold(void) {
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
     }
+    printf("hold restart=%d world=%d rank=%d group=%d\n", env_int("TORCHELASTIC_RESTART_COUNT", -1),
+           env_int("WORLD_SIZE", -1), env_int("RANK", -1), env_int("GROUP_RANK", -1));
     if (start_grandchild()) return 1;
     wait_forever();
     return 0;

@@ -289,20 +289,21 @@ int main(int argc, char **argv) {
             break;
         }
         char summary[SR_HOST_MAX + 128] = "";
+        /* How a round ended, for every node: "<kind>\n<summary>[\n<report entry>]". */
+        char mine[SR_TAIL_BYTES + 2048] = "";
         if (res == SR_ATTEMPT_FAILED) {
             failure_summary(&fail, summary, sizeof summary);
-            if (multi) {
-                char text[SR_TAIL_BYTES + 2048];
-                sr_failure_format(&fail, text, sizeof text);
-                sr_rdzv_post_change(a.rdzv, "fail", text);
-            }
+            size_t o = (size_t)snprintf(mine, sizeof mine, "%s\n", summary);
+            sr_failure_format(&fail, mine + o, sizeof mine - o);
+            if (multi) sr_rdzv_post_change(a.rdzv, "fail", mine);
         }
         if (multi) remote = sr_rdzv_change_text(a.rdzv);
-        if (res == SR_ATTEMPT_CHANGED) {
-            const char *body = remote ? strchr(remote, '\n') : NULL;
-            snprintf(summary, sizeof summary, "%.*s", (int)strcspn(body ? body + 1 : "?", "\n"),
-                     body ? body + 1 : "another node ended the round");
-        }
+        const char *remote_body = remote ? strchr(remote, '\n') : NULL;
+        remote_body = remote_body ? remote_body + 1 : NULL;
+        if (res == SR_ATTEMPT_CHANGED)
+            snprintf(summary, sizeof summary, "%.*s",
+                     (int)strcspn(remote_body ? remote_body : "", "\n"),
+                     remote_body ? remote_body : "another node ended the round");
         if (can_restart) {
             fprintf(stderr,
                     "spmdrun: worker group %s (%s); restarting it (restart %d of %d)\n",
@@ -313,17 +314,21 @@ int main(int argc, char **argv) {
         }
         /* Out of restarts: explain.  The root cause is the round's first
          * failure, which may be ours or another node's. */
-        const char *remote_body = remote ? strchr(remote, '\n') : NULL;
-        remote_body = remote_body ? remote_body + 1 : NULL;
-        char mine[SR_TAIL_BYTES + 2048] = "";
-        if (res == SR_ATTEMPT_FAILED) sr_failure_format(&fail, mine, sizeof mine);
         int ours = res == SR_ATTEMPT_FAILED && (!remote_body || !strcmp(remote_body, mine));
         if (ours) {
             sr_report_print(cfg.prog_argv[0], &fail, NULL, others, nothers);
         } else {
             if (res == SR_ATTEMPT_FAILED && nothers < MAX_OTHERS) others[nothers++] = fail;
-            sr_report_print(cfg.prog_argv[0], NULL, remote_body ? remote_body : summary, others,
-                            nothers);
+            /* A remote failure's entry follows its summary line; other kinds are one line. */
+            const char *entry = remote_body ? strchr(remote_body, '\n') : NULL;
+            char line[SR_HOST_MAX + 160];
+            if (!entry || !entry[1]) {
+                snprintf(line, sizeof line, "  %s\n", summary);
+                entry = line;
+            } else {
+                entry++;
+            }
+            sr_report_print(cfg.prog_argv[0], NULL, entry, others, nothers);
         }
         free(remote);
         break;

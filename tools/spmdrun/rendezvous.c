@@ -13,7 +13,7 @@
  *                or "error <why>\n"
  *   end          how the round ended, set once by compare-and-set (first wins):
  *                "complete" (every node's workers succeeded), or
- *                "fail\n<root cause>", "lost\n<why>", "join\n<who>"
+ *                "fail\n<summary>\n<report entry>", "lost\n<why>", "join\n<who>"
  *   hb/<rank>    ADD counter each agent bumps every keep-alive interval
  *   done/<rank>  the node's workers all exited 0;  exit/<rank>  the agent left
  *   P"round"     the latest round anyone entered (where newcomers start looking)
@@ -488,7 +488,7 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
             told = rd;
             if (h.nnodes < cfg->max_nodes && rd + 1 <= cfg->max_restarts) {
                 char why[SR_HOST_MAX + 64];
-                snprintf(why, sizeof why, "join\nnode %s asks to join", r->a->host);
+                snprintf(why, sizeof why, "join\na node on %s asks to join", r->a->host);
                 void *cur = NULL;
                 size_t cl = 0;
                 spmd_status st = spmd_store_compare_set(r->st, k, NULL, 0, why, strlen(why),
