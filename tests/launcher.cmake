@@ -15,6 +15,13 @@ if(TARGET spmdrun)
   target_link_libraries(launcher_worker PRIVATE spmd_static)
   set_target_properties(launcher_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 
+  # Workers that form a group: the two-node test and the start-up benchmark.
+  foreach(prog allreduce barrier)
+    add_executable(launcher_${prog} launcher/${prog}.c)
+    target_link_libraries(launcher_${prog} PRIVATE spmd_static)
+    set_target_properties(launcher_${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  endforeach()
+
   function(spmd_launcher_script name script)
     cmake_parse_arguments(S "" "TIMEOUT" "LABELS;ARGS" ${ARGN})
     add_test(NAME ${name}
@@ -36,4 +43,7 @@ if(TARGET spmdrun)
   spmd_launcher_script(launcher_signals signals.sh)
   spmd_launcher_script(launcher_multinode multinode.sh)
   spmd_launcher_script(launcher_elastic elastic.sh)
+  # Needs root (network namespaces) and the group library; skips (77) without the former.
+  spmd_launcher_script(launcher_netns netns.sh ARGS $<TARGET_FILE:launcher_allreduce>
+                       LABELS "netns;group")
 endif()

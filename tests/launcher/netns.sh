@@ -1,0 +1,52 @@
+#!/bin/sh
+# Two nodes in two network namespaces joined by a veth pair (10.231.0.1 and
+# 10.231.0.2, addresses that exist only inside the namespaces this test
+# creates): spmdrun --nnodes 2 --node-rank 0/1 --master-addr 10.231.0.1 on
+# each, 2 workers per node forming ONE group of 4 that runs an all_reduce.
+# Skips (77) where network namespaces are not permitted.  Everything it
+# creates is removed on exit, failures included.
+# usage: netns.sh SPMDRUN WORKER ALLREDUCE
+SPMDRUN=$1 WORKER=$2 PROG=$3
+. "$(dirname "$0")/lib.sh"
+
+command -v ip >/dev/null 2>&1 || { echo "SKIP: no 'ip' command (iproute2)"; exit 77; }
+# Namespaces left by a run that was SIGKILLed (a ctest timeout): named after a dead pid.
+for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(spmdt[0-9]*\)[ab].*/\1/p' | sort -u); do
+    kill -0 "${ns#spmdt}" 2>/dev/null || { ip netns del "${ns}a"; ip netns del "${ns}b"; } 2>/dev/null
+done
+NS0=spmdt$$a NS1=spmdt$$b V0=spv$$a V1=spv$$b
+cleanup() {
+    ip netns del "$NS0" 2>/dev/null # deleting a namespace also deletes its veth end and the peer
+    ip netns del "$NS1" 2>/dev/null
+    ip link del "$V0" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+if ! ip netns add "$NS0" 2>"$TMP/ip.err"; then
+    echo "SKIP: 'ip netns add' is not permitted here: $(cat "$TMP/ip.err")"
+    exit 77
+fi
+ip netns add "$NS1" || exit 1
+if ! ip link add "$V0" type veth peer name "$V1" 2>"$TMP/ip.err"; then
+    echo "SKIP: cannot create a veth pair: $(cat "$TMP/ip.err")"
+    exit 77
+fi
+ip link set "$V0" netns "$NS0" && ip link set "$V1" netns "$NS1" &&
+    ip -n "$NS0" addr add 10.231.0.1/24 dev "$V0" && ip -n "$NS1" addr add 10.231.0.2/24 dev "$V1" &&
+    ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up &&
+    ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "namespace setup"; finish; }
+
+# The default --master-port (29500) is safe here: nothing else lives in these namespaces.
+ip netns exec "$NS0" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.231.0.1 \
+    --rdzv-id nn "$PROG" >"$TMP/n0.out" 2>"$TMP/n0.err" &
+N0=$!
+ip netns exec "$NS1" "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.231.0.1 \
+    --rdzv-id nn "$PROG" >"$TMP/n1.out" 2>"$TMP/n1.err" || fail "node 1 exited $?"
+wait $N0 || fail "node 0 exited $?"
+for r in 0 1; do expect_line "$TMP/n0.out" "[rank$r]:allreduce ok rank $r of 4 sum 10"; done
+for r in 2 3; do expect_line "$TMP/n1.out" "[rank$r]:allreduce ok rank $r of 4 sum 10"; done
+
+[ "$FAILED" -eq 0 ] || show "$TMP/n0.out" "$TMP/n0.err" "$TMP/n1.out" "$TMP/n1.err"
+finish
