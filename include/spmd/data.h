@@ -281,10 +281,12 @@ size_t spmd_ckpt_meta_count(const spmd_ckpt *c);
 spmd_status spmd_ckpt_meta_at(const spmd_ckpt *c, size_t i, const char **key,
                               const char **value);
 
-/* Convenience: open `path`, read every tensor of the list (all or nothing
- * from the caller's point of view only in the sense that an error names the
- * first failing tensor; earlier ones may already be filled), close.  Tensors
- * in the file but not in the list are ignored. */
+/* Convenience: open `path`, read every tensor of the list into its data
+ * buffer, close.  Every tensor is checked (name, dtype, shape, as in
+ * spmd_ckpt_read) before any is read, so a missing or mismatched tensor —
+ * named in the message — leaves every buffer untouched; only an I/O error
+ * during the reads can leave some filled.  Tensors in the file but not in
+ * the list are ignored. */
 spmd_status spmd_ckpt_load(const char *path, const spmd_ckpt_tensor *tensors, size_t ntensors,
                            char *err, size_t errlen);
 

@@ -497,13 +497,20 @@ static void swap_elems(uint8_t *p, size_t nbytes, size_t size) {
         }
 }
 
-spmd_status spmd_ckpt_read(spmd_ckpt *c, const spmd_ckpt_tensor *t, char *err, size_t errlen) {
-    if (!c || !t || !t->name)
-        return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_ckpt_read: bad args");
+/* The entry for t if its name, dtype and shape match the file, else NULL and
+ * the reason in err. */
+static const st_entry *check_tensor(const spmd_ckpt *c, const spmd_ckpt_tensor *t,
+                                    spmd_status *st, char *err, size_t errlen) {
+    if (!t->name) {
+        *st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "%s: tensor without a name", c->name);
+        return NULL;
+    }
     const st_entry *e = find(c, t->name);
-    if (!e)
-        return spmd__fail(err, errlen, SPMD_ERR_NOTFOUND, "%s: no tensor named \"%s\"", c->name,
-                          t->name);
+    if (!e) {
+        *st = spmd__fail(err, errlen, SPMD_ERR_NOTFOUND, "%s: no tensor named \"%s\"", c->name,
+                         t->name);
+        return NULL;
+    }
     int same = e->dt->dtype == t->dtype && e->dt->dtype != SPMD_DTYPE_COUNT && e->ndim == t->ndim;
     for (int i = 0; same && i < e->ndim; i++) same = e->shape[i] == t->shape[i];
     if (!same) {
@@ -512,15 +519,27 @@ spmd_status spmd_ckpt_read(spmd_ckpt *c, const spmd_ckpt_tensor *t, char *err, s
         shape_text(e->ndim, e->shape, fs, sizeof fs);
         if (t->ndim >= 0 && t->ndim <= SPMD_CKPT_MAX_DIMS) shape_text(t->ndim, t->shape, cs, sizeof cs);
         else snprintf(cs, sizeof cs, "(ndim %d)", t->ndim);
-        return spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
-                          "%s: tensor \"%s\": the file holds %s %s, the caller expects %s %s",
-                          c->name, t->name, e->dt->name, fs, want ? want->name : "?", cs);
+        *st = spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
+                         "%s: tensor \"%s\": the file holds %s %s, the caller expects %s %s",
+                         c->name, t->name, e->dt->name, fs, want ? want->name : "?", cs);
+        return NULL;
     }
+    if (e->end > e->begin && !t->data) {
+        *st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "tensor \"%s\": NULL destination",
+                         t->name);
+        return NULL;
+    }
+    *st = SPMD_OK;
+    return e;
+}
+
+spmd_status spmd_ckpt_read(spmd_ckpt *c, const spmd_ckpt_tensor *t, char *err, size_t errlen) {
+    if (!c || !t) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_ckpt_read: bad args");
+    spmd_status st;
+    const st_entry *e = check_tensor(c, t, &st, err, errlen);
+    if (!e) return st;
     uint64_t nbytes = e->end - e->begin;
     if (nbytes == 0) return SPMD_OK;
-    if (!t->data)
-        return spmd__fail(err, errlen, SPMD_ERR_INVALID, "tensor \"%s\": NULL destination",
-                          t->name);
     if (c->mem) {
         memcpy(t->data, c->mem + c->data_start + e->begin, (size_t)nbytes);
     } else {
@@ -556,6 +575,9 @@ spmd_status spmd_ckpt_load(const char *path, const spmd_ckpt_tensor *tensors, si
     spmd_ckpt *c;
     spmd_status st = spmd_ckpt_open(path, &c, err, errlen);
     if (st) return st;
+    /* Check the whole list first: a missing or mismatched tensor leaves every
+     * buffer untouched. */
+    for (size_t i = 0; i < ntensors && !st; i++) check_tensor(c, &tensors[i], &st, err, errlen);
     for (size_t i = 0; i < ntensors && !st; i++) st = spmd_ckpt_read(c, &tensors[i], err, errlen);
     spmd_ckpt_close(c);
     return st;

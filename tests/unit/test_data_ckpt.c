@@ -171,6 +171,16 @@ static void test_round_trip(const char *path) {
     spmd_ckpt_tensor sub[2] = {{"layer.weight", SPMD_F32, 1, {7}, w2}, {"f64", SPMD_F64, 1, {3}, d2}};
     CHECK_OK(spmd_ckpt_load(path, sub, 2, err, sizeof err));
     CHECK(memcmp(w2, f32v, sizeof w2) == 0 && memcmp(d2, f64v, sizeof d2) == 0);
+    /* all checked before anything is read: a bad second entry leaves the first alone */
+    memset(w2, 0, sizeof w2);
+    sub[1].shape[0] = 4;
+    CHECK(spmd_ckpt_load(path, sub, 2, err, sizeof err) == SPMD_ERR_MISMATCH);
+    CHECK_MSG(strstr(err, "\"f64\""), "%s", err);
+    CHECK(w2[0] == 0.0f && w2[6] == 0.0f);
+    sub[1].shape[0] = 3;
+    sub[1].name = "absent";
+    CHECK(spmd_ckpt_load(path, sub, 2, err, sizeof err) == SPMD_ERR_NOTFOUND);
+    CHECK(w2[0] == 0.0f);
 
     /* header layout: 8 + header length is a multiple of 8, data aligned */
     size_t len;
