@@ -69,6 +69,8 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
  * `tell_peers`, send an abort notice with the message to every live peer. */
 void spmd__group_fail(spmd_group *g, spmd_status st, int tell_peers, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
+/* Only record the failure and wake waiters (no p2p locking); 1 if first. */
+int spmd__group_mark_failed(spmd_group *g, spmd_status st, const char *msg);
 /* SPMD_OK, or the failure status with its message copied to msg. */
 spmd_status spmd__group_check(spmd_group *g, char *msg, size_t msglen);
 int64_t spmd__group_deadline(const spmd_group *g);

@@ -34,24 +34,28 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
 
 void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
 
-void spmd__group_fail(spmd_group *g, spmd_status st, int tell_peers, const char *fmt, ...) {
-    char buf[SPMD__ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
+int spmd__group_mark_failed(spmd_group *g, spmd_status st, const char *msg) {
     pthread_mutex_lock(&g->fail_mu);
     int first = atomic_load(&g->failed) == 0;
     if (first) {
-        snprintf(g->fail_msg, sizeof g->fail_msg, "%s", buf);
+        snprintf(g->fail_msg, sizeof g->fail_msg, "%s", msg);
         atomic_store(&g->failed, (int)st);
         uint64_t one = 1;
         ssize_t r = write(g->fail_eventfd, &one, sizeof one);
         (void)r;
     }
     pthread_mutex_unlock(&g->fail_mu);
-    if (!first) return;
-    SPMD_LOGI("group %s failed on rank %d: %s", g->name, g->rank, buf);
+    if (first) SPMD_LOGI("group %s failed on rank %d: %s", g->name, g->rank, msg);
+    return first;
+}
+
+void spmd__group_fail(spmd_group *g, spmd_status st, int tell_peers, const char *fmt, ...) {
+    char buf[SPMD__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!spmd__group_mark_failed(g, st, buf)) return;
     if (tell_peers) spmd__p2p_broadcast_abort(g, st, buf);
     spmd__p2p_fail_all(g, st, buf);
 }

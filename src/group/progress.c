@@ -220,35 +220,40 @@ static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uin
 
 /* ---- failure ---------------------------------------------------------------- */
 
+static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg);
+
 static void peer_died(spmd__p2p *p, int i, const char *why) {
     peer *pe = &p->peers[i];
     if (pe->dead) return;
-    pe->dead = 1;
-    if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
-    if (pe->left) {
-        /* It said goodbye first: not a failure, but nothing more can come. */
-        char msg[SPMD__ERRLEN];
-        snprintf(msg, sizeof msg, "rank %d has left the group", i);
-        for (spmd_work **pw = &p->posted; *pw;) {
-            spmd_work *w = *pw;
-            if (w->peer == i) {
-                *pw = w->next;
-                fail_work(w, SPMD_ERR_REMOTE, msg);
-            } else {
-                pw = &w->next;
-            }
+    char msg[SPMD__ERRLEN];
+    if (!pe->left) {
+        /* Record the group's failure before anyone can see this peer as
+         * merely gone, so every caller gets the real cause. */
+        snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
+        int first = spmd__group_mark_failed(p->g, SPMD_ERR_REMOTE, msg);
+        pe->dead = 1;
+        if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
+        if (first) {
+            abort_locked(p, SPMD_ERR_REMOTE, msg);
+            fail_everything(p, SPMD_ERR_REMOTE, msg);
         }
-        p->posted_tail = NULL;
-        for (spmd_work *w = p->posted; w; w = w->next) p->posted_tail = w;
         return;
     }
-    /* Unlock around group failure: spmd__group_fail calls back into us
-     * (broadcast_abort / fail_all) and takes our lock. */
-    char msg[SPMD__ERRLEN];
-    snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
-    pthread_mutex_unlock(&p->mu);
-    spmd__group_fail(p->g, SPMD_ERR_REMOTE, 1, "%s", msg);
-    pthread_mutex_lock(&p->mu);
+    /* It said goodbye first: not a failure, but nothing more can come. */
+    pe->dead = 1;
+    if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
+    snprintf(msg, sizeof msg, "rank %d has left the group", i);
+    for (spmd_work **pw = &p->posted; *pw;) {
+        spmd_work *w = *pw;
+        if (w->peer == i) {
+            *pw = w->next;
+            fail_work(w, SPMD_ERR_REMOTE, msg);
+        } else {
+            pw = &w->next;
+        }
+    }
+    p->posted_tail = NULL;
+    for (spmd_work *w = p->posted; w; w = w->next) p->posted_tail = w;
 }
 
 void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
@@ -260,18 +265,23 @@ void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg) {
-    spmd__p2p *p = g->p2p;
-    if (!p) return;
+static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
+    spmd_group *g = p->g;
     size_t n = strlen(msg);
     if (n > ABORT_MAX) n = ABORT_MAX;
-    pthread_mutex_lock(&p->mu);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (i == g->rank || pe->dead || pe->fd < 0) continue;
         /* the tag field carries the failure's status code */
         enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, 0, msg, n, 1, NULL);
     }
+}
+
+void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg) {
+    spmd__p2p *p = g->p2p;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    abort_locked(p, st, msg);
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -1,5 +1,6 @@
 /* spawn.c — spmd_spawn: the C counterpart of torch.multiprocessing.spawn.
- * This process hosts the store on a free loopback port; each child gets the
+ * A child process hosts the store on a free loopback port (so this process
+ * starts no thread and forks the ranks single-threaded); each child gets the
  * torchrun environment (with TORCHELASTIC_USE_AGENT_STORE so it connects
  * instead of hosting), runs fn and exits with its return value.  Children die
  * with the parent (PR_SET_PDEATHSIG).  The parent waits on pidfds, so a
@@ -30,9 +31,8 @@ static void describe_exit(int status, char *out, size_t len) {
     } else snprintf(out, len, "ended with status 0x%x", status);
 }
 
-static void child_main(int rank, int nprocs, int port, const char *run_id, spmd_store_server *srv,
-                       pid_t parent, spmd_spawn_fn fn, void *arg) {
-    spmd_store_server_forget(srv);
+static void child_main(int rank, int nprocs, int port, const char *run_id, pid_t parent, spmd_spawn_fn fn,
+                       void *arg) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(126); /* parent already gone */
     char v[32];
@@ -58,9 +58,19 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     if (nprocs < 1 || !fn) return spmd__fail(report, reportlen, SPMD_ERR_INVALID, "spawn: bad arguments");
     if (report && reportlen) report[0] = 0;
     spmd_store_server *srv = NULL;
-    spmd_status st = spmd_store_server_start("127.0.0.1", 0, &srv, report, reportlen);
+    spmd_status st = spmd_store_server_open("127.0.0.1", 0, &srv, report, reportlen);
     if (st) return st;
     int port = spmd_store_server_port(srv);
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t store_pid = fork();
+    if (store_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(126);
+        _exit(spmd_store_server_run(srv) == SPMD_OK ? 0 : 1);
+    }
+    spmd_store_server_forget(srv); /* the child serves; our copy of the socket goes */
+    if (store_pid < 0) return spmd__fail_errno(report, reportlen, SPMD_ERR_SYSTEM, errno, "spawn: fork of the store");
     char run_id[40];
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = spmd__now_ns();
@@ -70,15 +80,14 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     int *alive = calloc((size_t)nprocs, sizeof *alive);
     if (!pids || !pfd || !alive) {
         free(pids); free(pfd); free(alive);
-        spmd_store_server_stop(srv);
+        kill(store_pid, SIGKILL);
+        waitpid(store_pid, NULL, 0);
         return spmd__fail(report, reportlen, SPMD_ERR_NOMEM, "spawn: out of memory");
     }
-    fflush(NULL); /* don't duplicate buffered output into the children */
-    pid_t parent = getpid();
     int started = 0;
     for (int i = 0; i < nprocs; i++) {
         pid_t pid = fork();
-        if (pid == 0) child_main(i, nprocs, port, run_id, srv, parent, fn, arg);
+        if (pid == 0) child_main(i, nprocs, port, run_id, parent, fn, arg);
         if (pid < 0) {
             st = spmd__fail_errno(report, reportlen, SPMD_ERR_SYSTEM, errno, "spawn: fork of rank %d", i);
             break;
@@ -126,7 +135,8 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     free(pids);
     free(pfd);
     free(alive);
-    spmd_store_server_stop(srv);
+    kill(store_pid, SIGKILL);
+    waitpid(store_pid, NULL, 0);
     return st;
 }
 
