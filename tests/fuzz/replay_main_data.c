@@ -4,7 +4,7 @@
  * pseudo-random inputs and of mutations of the harness's valid seeds
  * (fuzz_seed_input).  Each input is copied to a buffer of exactly its size so
  * ASan catches any read past the end.  SPMD_FUZZ_ITERS sets the count
- * (default 30000), SPMD_FUZZ_SEED the stream. */
+ * (default 100000), SPMD_FUZZ_SEED the stream. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     const char *it = getenv("SPMD_FUZZ_ITERS"), *sd = getenv("SPMD_FUZZ_SEED");
-    long iters = it ? atol(it) : 30000;
+    long iters = it ? atol(it) : 100000;
     state = sd ? strtoull(sd, NULL, 0) : 0x5eed;
     static uint8_t buf[CAP];
     size_t seeds = 0;
