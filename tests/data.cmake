@@ -20,19 +20,25 @@ foreach(h idx safetensors)
   spmd_test(test_data_fuzz_${h} SOURCES fuzz/fuzz_${h}.c fuzz/replay_main_data.c LIBS spmdnn
             LABELS "unit;fuzz" TIMEOUT 120)
 endforeach()
-# With -DSPMD_FUZZ=ON (clang): real libFuzzer binaries, the parsers compiled in
-# with coverage.  Run e.g.  build/fuzz/fuzz_safetensors -max_total_time=60
+# With -DSPMD_FUZZ=ON and clang: real libFuzzer binaries, the parsers compiled in
+# with coverage (as tests/fuzz.cmake does for the store).  Run e.g.
+#   ./tests/fuzz_safetensors -max_total_time=60 -max_len=4096 corpus_dir/
 if(SPMD_FUZZ)
-  set(SPMD_DATA_FUZZ_SRC idx.c dataset.c json.c safetensors.c)
-  list(TRANSFORM SPMD_DATA_FUZZ_SRC PREPEND ${PROJECT_SOURCE_DIR}/src/data/)
-  foreach(h idx safetensors)
-    add_executable(fuzz_${h} fuzz/fuzz_${h}.c ${SPMD_DATA_FUZZ_SRC})
-    target_include_directories(fuzz_${h} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
-    target_compile_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(fuzz_${h} PRIVATE spmd_static PkgConfig::ZLIB m)
-    set_target_properties(fuzz_${h} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
-  endforeach()
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+    set(SPMD_DATA_FUZZ_SRC idx.c dataset.c json.c safetensors.c)
+    list(TRANSFORM SPMD_DATA_FUZZ_SRC PREPEND ${PROJECT_SOURCE_DIR}/src/data/)
+    foreach(h idx safetensors)
+      add_executable(fuzz_${h} fuzz/fuzz_${h}.c ${SPMD_DATA_FUZZ_SRC})
+      target_include_directories(fuzz_${h} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+      target_compile_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined
+                             -fno-sanitize-recover=undefined)
+      target_link_options(fuzz_${h} PRIVATE -fsanitize=fuzzer,address,undefined)
+      target_link_libraries(fuzz_${h} PRIVATE spmd_static PkgConfig::ZLIB m)
+      set_target_properties(fuzz_${h} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+    endforeach()
+  else()
+    message(WARNING "SPMD_FUZZ=ON needs clang (CC=clang); fuzz_idx/fuzz_safetensors are replay tests only")
+  endif()
 endif()
 
 # rank 0 saves, barrier, all load (seed 001), over forked ranks on loopback
