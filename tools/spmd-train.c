@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -780,33 +779,7 @@ static int run(trainer *t) {
     return 0;
 }
 
-/* OpenBLAS picks its kernels once, from the CPU model, when the library is
- * loaded.  Debian's 0.3.21 does not know recent AVX-512 CPUs (AMD Zen 5) and
- * falls back to its AVX2 "Haswell" kernels, about 20 % slower on this
- * program's GEMMs than its AVX-512 "SkylakeX" ones.  The choice can only be
- * changed through OPENBLAS_CORETYPE before the library loads, so when the CPU
- * has AVX-512 (F, BW, DQ, VL) and OpenBLAS chose an AVX2 kernel set, the
- * program re-executes itself once with the variable set.  An explicit
- * OPENBLAS_CORETYPE (any value) is always respected. */
-static void prefer_avx512_blas(char **argv) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (getenv("OPENBLAS_CORETYPE")) return;
-    const char *core = openblas_get_corename();
-    if (!core || (strcasecmp(core, "haswell") != 0 && strcasecmp(core, "zen") != 0)) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
-        return;
-    if (setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");   /* exec failed: carry on with the AVX2 kernels */
-#else
-    (void)argv;
-#endif
-}
-
 int main(int argc, char **argv) {
-    prefer_avx512_blas(argv);
     trainer t;
     memset(&t, 0, sizeof t);
     int rc = parse_args(argc, argv, &t.o);

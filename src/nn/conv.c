@@ -79,7 +79,8 @@ static void im2col_range(float *col, const float *inp, const spmd_conv2d_dims *d
                         const float *src = plane + (size_t)ih * W + (kw - P);
                         for (int ow = 0; ow < lo; ow++) row[ow] = 0.0f;
                         if (S == 1) {
-                            memcpy(row + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+                            /* rows are short (OW floats): a plain loop beats a memcpy call */
+                            for (int ow = lo; ow < hi; ow++) row[ow] = src[ow];
                         } else {
                             for (int ow = lo; ow < hi; ow++) row[ow] = src[ow * S];
                         }
