@@ -18,7 +18,9 @@ int main(void) {
     }
     int rank = spmd_group_rank(g), world = spmd_group_size(g);
     const char *env_rank = getenv("RANK"), *env_world = getenv("WORLD_SIZE");
-    int bad = !env_rank || atoi(env_rank) != rank || !env_world || atoi(env_world) != world;
+    int bad = (env_rank && atoi(env_rank) != rank) || (env_world && atoi(env_world) != world);
+    if (bad) fprintf(stderr, "group says rank %d of %d, the launcher RANK=%s WORLD_SIZE=%s\n", rank,
+                     world, env_rank, env_world);
     enum { N = 4099 }; /* not a multiple of the world size */
     static int32_t v[N];
     for (int i = 0; i < N; i++) v[i] = (rank + 1) * (i % 7 + 1);

@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     memset(&as, 0, sizeof as);
     if (multi) {
         if (!(a.rdzv = sr_rdzv_open(&a, err, sizeof err))) {
-            fprintf(stderr, "spmdrun: %s\n", err);
+            if (!a.stop_signal) fprintf(stderr, "spmdrun: %s\n", err);
             goto out;
         }
     } else if (host_local_store(&a, &srv, &as, err, sizeof err)) {
@@ -345,8 +345,7 @@ out:
     sr_guard_stop(&a);
     close(a.sigfd);
     if (a.stop_signal) {
-        fprintf(stderr, "spmdrun: stopped by %s; workers terminated\n",
-                sr_signal_name(a.stop_signal));
+        fprintf(stderr, "spmdrun: stopped by %s\n", sr_signal_name(a.stop_signal));
         return die_by(a.stop_signal);
     }
     return status;
