@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -218,8 +219,16 @@ int main(int argc, char **argv) {
         if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaddset(&set, stops[i]);
     }
+    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the workers behind our back */
     sigprocmask(SIG_BLOCK, &set, &a.orig_mask);
     signal(SIGPIPE, SIG_IGN); /* a closed console must not kill the agent */
+    /* Two pipes and up to two log files per worker: lift the soft descriptor
+     * limit to the hard one for the agent (the workers get the original back). */
+    if (getrlimit(RLIMIT_NOFILE, &a.orig_nofile) == 0 && a.orig_nofile.rlim_cur < a.orig_nofile.rlim_max) {
+        struct rlimit raised = a.orig_nofile;
+        raised.rlim_cur = raised.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) a.restore_nofile = 1;
+    }
     a.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (a.sigfd < 0) {
         fprintf(stderr, "spmdrun: signalfd: %s\n", strerror(errno));

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "spmd/store.h"
@@ -141,6 +142,8 @@ typedef struct {
     char host[SR_HOST_MAX];         /* this machine's name */
     int sigfd;                      /* signalfd: SIGCHLD SIGINT SIGTERM SIGHUP SIGQUIT */
     sigset_t orig_mask;             /* restored in the workers */
+    struct rlimit orig_nofile;      /* restored in the workers when restore_nofile */
+    int restore_nofile;
     int guard_fd;                   /* write end of the guard's pipe, -1 none */
     pid_t guard_pid;
     int set_omp;                    /* OMP_NUM_THREADS=1 for the workers */

@@ -121,6 +121,7 @@ static void child_exec(const sr_agent *a, worker *w, pid_t parent, int out_w, in
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGPIPE, &dfl, NULL); /* the agent ignores it; the worker must not */
     sigprocmask(SIG_SETMASK, &a->orig_mask, NULL);
+    if (a->restore_nofile) setrlimit(RLIMIT_NOFILE, &a->orig_nofile);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     dup2(out_w, 1);
