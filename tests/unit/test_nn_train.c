@@ -3,7 +3,7 @@
  *
  *   resume   N steps straight == N/2 steps, stop, --resume, N/2 more: the
  *            checkpoints (parameters, optimizer state, dropout RNG, position)
- *            are bit-identical.  The seed CNN with dropout on a 160-example
+ *            are bit-identical.  The seed CNN with dropout on a 48-example
  *            prefix, so the runs cross epoch boundaries; world 1 and world 2
  *            (ranks forked by spmd_spawn, each exec'ing spmd-train).
  *   mlp      (argument "mlp", labelled slow) one epoch of the seed MLP,
@@ -98,22 +98,23 @@ static void test_resume(int world) {
     char straight[300], split[300], fa[400], fb[400];
     snprintf(straight, sizeof straight, "%s/straight%d", tmpdir, world);
     snprintf(split, sizeof split, "%s/split%d", tmpdir, world);
-    /* 160 examples / (8 per rank * world) steps per epoch; 25 steps cross epochs */
-    char *a_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "8", "--train-samples",
-                      "160", "--epochs", "4", "--steps", "25", "--no-eval", "--quiet",
+    /* 48 examples / (4 per rank * world) steps per epoch: 15 steps cross one
+     * (world 1) or two (world 2) epoch boundaries, the split at 7 falls mid-epoch */
+    char *a_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "4", "--train-samples",
+                      "48", "--epochs", "4", "--steps", "15", "--no-eval", "--quiet",
                       "--checkpoint-dir", straight, NULL};
-    char *b1_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "8", "--train-samples",
-                       "160", "--epochs", "4", "--steps", "12", "--no-eval", "--quiet",
+    char *b1_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "4", "--train-samples",
+                       "48", "--epochs", "4", "--steps", "7", "--no-eval", "--quiet",
                        "--checkpoint-dir", split, NULL};
-    char *b2_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "8", "--train-samples",
-                       "160", "--epochs", "4", "--steps", "25", "--no-eval", "--quiet",
+    char *b2_args[] = {"spmd-train", "--model", "cnn", "--batch-size", "4", "--train-samples",
+                       "48", "--epochs", "4", "--steps", "15", "--no-eval", "--quiet",
                        "--checkpoint-dir", split, "--resume", NULL};
     CHECK(run_world(world, a_args) == 0);
     CHECK(run_world(world, b1_args) == 0);
     snprintf(fa, sizeof fa, "%s/checkpoint.safetensors", straight);
     snprintf(fb, sizeof fb, "%s/checkpoint.safetensors", split);
     /* halfway the runs must differ, else the comparison below proves nothing */
-    CHECK_MSG(!same_checkpoints(fa, fb, 0), "world %d: 12 and 25 steps gave the same state", world);
+    CHECK_MSG(!same_checkpoints(fa, fb, 0), "world %d: 7 and 15 steps gave the same state", world);
     CHECK(run_world(world, b2_args) == 0);
     CHECK_MSG(same_checkpoints(fa, fb, 1), "world %d: resumed run differs from the straight one", world);
     printf("resume at world %d: bit-identical\n", world);
