@@ -89,7 +89,7 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     errno = 0;
     long v = s ? strtol(s, &end, 10) : 0;
     if (!s || errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "spmd-train: %s needs an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+        fprintf(stderr, "spmd-train: %s needs an integer in [%ld, %ld], got '%s' (see --help)\n", opt, lo, hi,
                 s ? s : "");
         return -1;
     }
@@ -172,12 +172,12 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet18") &&
         strcmp(o->model, "resnet34")) {
-        fprintf(stderr, "spmd-train: --model must be mlp, cnn, resnet18 or resnet34, got '%s'\n",
+        fprintf(stderr, "spmd-train: --model must be mlp, cnn, resnet18 or resnet34, got '%s' (see --help)\n",
                 o->model);
         return -1;
     }
     if (o->resume && !o->ckpt_dir) {
-        fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir\n");
+        fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir (see --help)\n");
         return -1;
     }
     return 0;
@@ -783,10 +783,11 @@ int main(int argc, char **argv) {
     trainer t;
     memset(&t, 0, sizeof t);
     int rc = parse_args(argc, argv, &t.o);
-    if (rc != 0) {
-        usage(rc > 0 ? stdout : stderr);
-        return rc > 0 ? 0 : 2;
+    if (rc > 0) {
+        usage(stdout);
+        return 0;
     }
+    if (rc < 0) return 2;   /* parse_args named the problem */
     rc = setup(&t);
     if (rc == 0) rc = run(&t);
     if (t.metrics) fclose(t.metrics);
