@@ -38,3 +38,8 @@ foreach(ex allreduce_ones butterfly collective_asserts)
 endforeach()
 add_test(NAME example_p2p_collectives COMMAND p2p_collectives 4 4099 3)
 set_tests_properties(example_p2p_collectives PROPERTIES TIMEOUT 60 LABELS "example")
+
+# Benchmark (not a test): per-algorithm sweep behind the thresholds of select.c.
+add_executable(coll_sweep ${PROJECT_SOURCE_DIR}/bench/coll_sweep.c)
+target_link_libraries(coll_sweep PRIVATE spmd_static)
+set_target_properties(coll_sweep PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
