@@ -1,49 +1,47 @@
 # Launcher tests: spmdrun's argument parsing and output assembly as unit tests,
 # then the launcher itself driven by shell scripts (tests/launcher/*.sh) that run
 # tests/launcher/worker.c under it.  Scripts exit 77 to skip (SKIP_RETURN_CODE).
-if(TARGET spmdrun)
-  set(SR_DIR ${PROJECT_SOURCE_DIR}/tools/spmdrun)
+set(SR_DIR ${PROJECT_SOURCE_DIR}/tools/spmdrun)
 
-  spmd_test(test_launcher_args SOURCES launcher/test_args.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c
-            LABELS "unit;launcher" TIMEOUT 30)
-  target_include_directories(test_launcher_args PRIVATE ${SR_DIR})
-  spmd_test(test_launcher_output SOURCES launcher/test_output.c ${SR_DIR}/output.c ${SR_DIR}/env.c
-            ${SR_DIR}/report.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c LABELS "unit;launcher" TIMEOUT 30)
-  target_include_directories(test_launcher_output PRIVATE ${SR_DIR})
+spmd_test(test_launcher_args SOURCES launcher/test_args.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c
+          LABELS "unit;launcher" TIMEOUT 30)
+target_include_directories(test_launcher_args PRIVATE ${SR_DIR})
+spmd_test(test_launcher_output SOURCES launcher/test_output.c ${SR_DIR}/output.c ${SR_DIR}/env.c
+          ${SR_DIR}/report.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c LABELS "unit;launcher" TIMEOUT 30)
+target_include_directories(test_launcher_output PRIVATE ${SR_DIR})
 
-  add_executable(launcher_worker launcher/worker.c)
-  target_link_libraries(launcher_worker PRIVATE spmd_static)
-  set_target_properties(launcher_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+add_executable(launcher_worker launcher/worker.c)
+target_link_libraries(launcher_worker PRIVATE spmd_static)
+set_target_properties(launcher_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 
-  # Workers that form a group: the two-node test and the start-up benchmark.
-  foreach(prog allreduce barrier)
-    add_executable(launcher_${prog} launcher/${prog}.c)
-    target_link_libraries(launcher_${prog} PRIVATE spmd_static)
-    set_target_properties(launcher_${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
-  endforeach()
+# Workers that form a group: the two-node test and the start-up benchmark.
+foreach(prog allreduce barrier)
+  add_executable(launcher_${prog} launcher/${prog}.c)
+  target_link_libraries(launcher_${prog} PRIVATE spmd_static)
+  set_target_properties(launcher_${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+endforeach()
 
-  function(spmd_launcher_script name script)
-    cmake_parse_arguments(S "" "TIMEOUT" "LABELS;ARGS" ${ARGN})
-    add_test(NAME ${name}
-      COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/launcher/${script}
-              $<TARGET_FILE:spmdrun> $<TARGET_FILE:launcher_worker> ${S_ARGS})
-    if(NOT S_TIMEOUT)
-      set(S_TIMEOUT 60)
-    endif()
-    set_tests_properties(${name} PROPERTIES TIMEOUT ${S_TIMEOUT} SKIP_RETURN_CODE 77
-      LABELS "launcher;${S_LABELS}")
-  endfunction()
+function(spmd_launcher_script name script)
+  cmake_parse_arguments(S "" "TIMEOUT" "LABELS;ARGS" ${ARGN})
+  add_test(NAME ${name}
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/launcher/${script}
+            $<TARGET_FILE:spmdrun> $<TARGET_FILE:launcher_worker> ${S_ARGS})
+  if(NOT S_TIMEOUT)
+    set(S_TIMEOUT 60)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${S_TIMEOUT} SKIP_RETURN_CODE 77
+    LABELS "launcher;${S_LABELS}")
+endfunction()
 
-  spmd_launcher_script(launcher_env env.sh)
-  spmd_launcher_script(launcher_fail_exit fail.sh ARGS exit)
-  spmd_launcher_script(launcher_fail_signal fail.sh ARGS kill9)
-  spmd_launcher_script(launcher_restart restart.sh)
-  spmd_launcher_script(launcher_output output.sh)
-  spmd_launcher_script(launcher_standalone standalone.sh)
-  spmd_launcher_script(launcher_signals signals.sh)
-  spmd_launcher_script(launcher_multinode multinode.sh)
-  spmd_launcher_script(launcher_elastic elastic.sh)
-  # Needs root (network namespaces) and the group library; skips (77) without the former.
-  spmd_launcher_script(launcher_netns netns.sh ARGS $<TARGET_FILE:launcher_allreduce>
-                       LABELS "netns;group")
-endif()
+spmd_launcher_script(launcher_env env.sh)
+spmd_launcher_script(launcher_fail_exit fail.sh ARGS exit)
+spmd_launcher_script(launcher_fail_signal fail.sh ARGS kill9)
+spmd_launcher_script(launcher_restart restart.sh)
+spmd_launcher_script(launcher_output output.sh)
+spmd_launcher_script(launcher_standalone standalone.sh)
+spmd_launcher_script(launcher_signals signals.sh)
+spmd_launcher_script(launcher_multinode multinode.sh)
+spmd_launcher_script(launcher_elastic elastic.sh)
+# Needs root (network namespaces) and the group library; skips (77) without the former.
+spmd_launcher_script(launcher_netns netns.sh ARGS $<TARGET_FILE:launcher_allreduce>
+                     LABELS "netns;group")

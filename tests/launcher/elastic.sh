@@ -15,7 +15,7 @@ mkfifo "$TMP/n0.fifo" "$TMP/n1.fifo"
 # (start_host waits for node 0's stderr first); closed once the writers are gone.
 exec 8<>"$TMP/n0.fifo" 9<>"$TMP/n1.fifo"
 
-SPMD_RDZV_LAST_CALL=200ms SPMD_RDZV_KEEPALIVE_INTERVAL=200ms SPMD_RDZV_KEEPALIVE_TIMEOUT=1500ms \
+SPMD_RDZV_LAST_CALL=200ms SPMD_RDZV_KEEPALIVE_INTERVAL=200ms SPMD_RDZV_KEEPALIVE_TIMEOUT=3s \
     start_host n0 sh -c 'exec "$@" >"$0"' "$TMP/n0.fifo" "$SPMDRUN" --nnodes 1:2 --rdzv-backend c10d \
     --node-rank 0 --nproc-per-node 2 --master-port 0 --max-restarts 2 --rdzv-id el \
     "$WORKER" hang-until 2

@@ -8,15 +8,15 @@ SPMDRUN=$1 WORKER=$2 KIND=$3
 
 t0=$(now_ms)
 if [ "$KIND" = exit ]; then
-    SPMD_GRACE_PERIOD=3 "$SPMDRUN" --standalone --nproc-per-node 3 "$WORKER" exit 3 2 >"$TMP/o" 2>"$TMP/e"
+    SPMD_GRACE_PERIOD=30 "$SPMDRUN" --standalone --nproc-per-node 3 "$WORKER" exit 3 2 >"$TMP/o" 2>"$TMP/e"
 else
-    SPMD_GRACE_PERIOD=3 "$SPMDRUN" --standalone --nproc-per-node 3 "$WORKER" kill9 1 >"$TMP/o" 2>"$TMP/e"
+    SPMD_GRACE_PERIOD=30 "$SPMDRUN" --standalone --nproc-per-node 3 "$WORKER" kill9 1 >"$TMP/o" 2>"$TMP/e"
 fi
 rc=$?
 elapsed=$(( $(now_ms) - t0 ))
 [ "$rc" -eq 1 ] || fail "spmdrun exited $rc, expected 1"
-# The others die of SIGTERM at once; the grace period (3 s) must not be needed.
-[ "$elapsed" -lt 2500 ] || fail "spmdrun took $elapsed ms"
+# The others die of SIGTERM at once; the grace period (30 s) must not be needed.
+[ "$elapsed" -lt 15000 ] || fail "spmdrun took $elapsed ms"
 
 expect_text "$TMP/e" "Root Cause (first observed failure):"
 expect_text "$TMP/e" "<NO_OTHER_FAILURES>"

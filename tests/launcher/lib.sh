@@ -43,6 +43,13 @@ show() {
 }
 
 finish() {
+    # Sanitizer builds: a report from spmdrun or a worker fails the test even
+    # when the exit status looked right (a failing job exits 1 anyway).
+    _san=$(grep -rlE 'Sanitizer|runtime error:' "$TMP" 2>/dev/null)
+    if [ -n "$_san" ]; then
+        fail "sanitizer report in: $_san"
+        show $_san
+    fi
     if [ "$FAILED" -ne 0 ]; then
         echo "$FAILED check(s) failed" >&2
         exit 1

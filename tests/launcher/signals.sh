@@ -7,12 +7,12 @@
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
 
-# start_job NAME: spmdrun with 3 holding workers (local rank 0 ignores SIGTERM),
-# returns once every worker has printed its pids.
+# start_job NAME GRACE IGNORE: spmdrun with 3 holding workers (IGNORE=1: local
+# rank 0 ignores SIGTERM and SIGINT); returns once every worker printed its pids.
 start_job() {
     mkfifo "$TMP/$1.fifo"
     # "worker run": background jobs of a script start with SIGINT ignored; undo that.
-    SPMD_GRACE_PERIOD=1 HOLD_IGNORE_TERM=1 "$WORKER" run "$SPMDRUN" --standalone --nproc-per-node 3 \
+    SPMD_GRACE_PERIOD=$2 HOLD_IGNORE_TERM=$3 "$WORKER" run "$SPMDRUN" --standalone --nproc-per-node 3 \
         "$WORKER" hold >"$TMP/$1.fifo" 2>"$TMP/$1.err" &
     JOB=$!
     open_fifo 3 "$TMP/$1.fifo"
@@ -21,34 +21,43 @@ start_job() {
     DRAIN=$!
 }
 
-for sig in TERM INT; do
-    start_job $sig
-    pids=$(pids_of "$TMP/$sig.out")
-    set -- $pids
-    [ $# -eq 6 ] || fail "$sig: expected 6 pids, got '$pids'"
+# stop_job NAME SIGNAL STATUS MIN_MS MAX_MS: send SIGNAL, expect STATUS within the bounds
+# and every worker and grandchild gone.
+stop_job() {
+    pids=$(pids_of "$TMP/$1.out")
+    set -- "$@" $pids
+    [ $# -eq 11 ] || fail "$1: expected 6 pids, got '$pids'"
     t0=$(now_ms)
-    kill -$sig $JOB
+    kill -"$2" $JOB
     wait $JOB
     rc=$?
     elapsed=$(( $(now_ms) - t0 ))
     wait $DRAIN
-    want=143
-    [ "$sig" = INT ] && want=130
-    [ "$rc" -eq "$want" ] || fail "$sig: spmdrun exited $rc, expected $want"
-    # Rank 0 ignores the forwarded signal: only the SIGKILL after the 1 s grace ends it.
-    [ "$elapsed" -ge 900 ] || fail "$sig: done after $elapsed ms, before the grace period ended"
-    [ "$elapsed" -lt 3000 ] || fail "$sig: took $elapsed ms, grace period is 1 s"
-    "$WORKER" gone 2000 $pids || fail "$sig: processes left behind"
-    expect_text "$TMP/$sig.err" "stopped by SIG$sig"
-done
+    [ "$rc" -eq "$3" ] || fail "$1: spmdrun exited $rc, expected $3"
+    [ "$elapsed" -ge "$4" ] || fail "$1: done after $elapsed ms, expected at least $4"
+    [ "$elapsed" -lt "$5" ] || fail "$1: took $elapsed ms, expected less than $5"
+    "$WORKER" gone 2000 $pids || fail "$1: processes left behind"
+    expect_text "$TMP/$1.err" "stopped by SIG$2"
+}
+
+# SIGTERM, workers that honour it: all gone well within the (30 s) grace period.
+start_job term 30 0
+stop_job term TERM 143 0 15000
+# SIGINT (Ctrl-C), local rank 0 ignores it: only the SIGKILL at the end of the
+# 1 s grace period ends it.
+start_job int 1 1
+stop_job int INT 130 900 6000
+# SIGTERM with the same stubborn worker.
+start_job term2 1 1
+stop_job term2 TERM 143 900 6000
 
 # SIGKILL: nothing of spmdrun runs any more, yet nothing survives it.
-start_job KILL
-pids=$(pids_of "$TMP/KILL.out")
+start_job kill 30 0
+pids=$(pids_of "$TMP/kill.out")
 kill -KILL $JOB
 wait $JOB
 wait $DRAIN
 "$WORKER" gone 3000 $pids || fail "KILL: processes left behind"
 
-[ "$FAILED" -eq 0 ] || show "$TMP/TERM.err" "$TMP/INT.err" "$TMP/KILL.err"
+[ "$FAILED" -eq 0 ] || show "$TMP"/*.err
 finish
