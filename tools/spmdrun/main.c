@@ -269,6 +269,7 @@ int main(int argc, char **argv) {
         sr_attempt_result res =
             sr_supervise(&a, &as, multi ? sr_rdzv_tick : NULL, a.rdzv, &fail, others,
                          MAX_OTHERS, &nothers, err, sizeof err);
+        if (a.stop_signal) break; /* asked to stop: no restart, no report */
         int can_restart = multi ? sr_rdzv_can_restart(a.rdzv) : attempt < cfg.max_restarts;
         char *remote = NULL;
         if (res == SR_ATTEMPT_OK) {
@@ -287,7 +288,6 @@ int main(int argc, char **argv) {
             }
             res = SR_ATTEMPT_CHANGED; /* another node failed after ours finished */
         }
-        if (res == SR_ATTEMPT_INTERRUPTED) break;
         if (res == SR_ATTEMPT_ERROR) {
             fprintf(stderr, "spmdrun: %s\n", err);
             if (multi) {

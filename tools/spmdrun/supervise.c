@@ -351,8 +351,21 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         int timeout = wake < 0 ? -1 : (int)(wake > now ? wake - now : 0);
         int r = poll(pfd, (nfds_t)np, timeout);
         if (r < 0 && errno != EINTR) {
+            /* Cannot watch any more: kill everything, give up the output, reap. */
             snprintf(err, errlen, "poll: %s", strerror(errno));
+            at.ph = RUNNING;
             begin_stop(&at, SR_ATTEMPT_ERROR, SIGKILL);
+            at.killed = 1;
+            for (int i = 0; i < at.n; i++) {
+                sr_stream_close(&at.w[i].out);
+                sr_stream_close(&at.w[i].err);
+                if (!at.w[i].running) continue;
+                while (waitpid(at.w[i].pid, &at.w[i].status, 0) < 0 && errno == EINTR) {
+                }
+                at.w[i].running = 0;
+                sr_guard_remove(a, at.w[i].pid);
+            }
+            continue;
         }
         for (int p = 1; r > 0 && p < np; p++) {
             if (!pfd[p].revents) continue;
@@ -363,8 +376,9 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             int before = a->stop_signal, count = a->stop_count;
             sr_agent_poll_signals(a);
             if (a->stop_signal && !before) {
-                begin_stop(&at, SR_ATTEMPT_INTERRUPTED, a->stop_signal);
-            } else if (a->stop_count > count && at.ph == STOPPING && !at.killed) {
+                if (at.ph == RUNNING) begin_stop(&at, SR_ATTEMPT_INTERRUPTED, a->stop_signal);
+                else signal_groups(&at, a->stop_signal); /* already stopping: pass it on */
+            } else if (a->stop_count > count && !at.killed) {
                 signal_groups(&at, SIGKILL); /* asked twice: no more grace */
                 at.killed = 1;
             }
