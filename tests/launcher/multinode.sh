@@ -7,14 +7,15 @@
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
 
-run_pair() { # TAG WORKER-ARGS...
+run_pair() { # TAG WORKER-ARGS...   (both nodes share one --log-dir, like a shared file system)
     _tag=$1
     shift
     start_host "$_tag.n0" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-port 0 \
-        --rdzv-id "$_tag" --max-restarts 1 "$WORKER" "$@"
+        --rdzv-id "$_tag" --max-restarts 1 --log-dir "$TMP/logs" "$WORKER" "$@"
     [ -n "$HOST_PORT" ] || { fail "$_tag: node 0 did not host the store"; return; }
     "$SPMDRUN" --nnodes 2 --node_rank 1 --nproc_per_node 2 --master_port "$HOST_PORT" \
-        --rdzv-id "$_tag" --max-restarts 1 "$WORKER" "$@" >"$TMP/$_tag.n1.out" 2>"$TMP/$_tag.n1.err" ||
+        --rdzv-id "$_tag" --max-restarts 1 --log-dir "$TMP/logs" "$WORKER" "$@" \
+        >"$TMP/$_tag.n1.out" 2>"$TMP/$_tag.n1.err" ||
         fail "$_tag: node 1 exited $?"
     wait $HOST_PID || fail "$_tag: node 0 exited $?"
 }
@@ -29,6 +30,7 @@ for n in 0 1; do
             TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_RUN_ID=env TORCHELASTIC_USE_AGENT_STORE=True; do
             expect_line "$f" "[rank$r]:$kv"
         done
+        expect_line "$TMP/logs/env/attempt_0/$r/stdout.log" "RANK=$r"
     done
 done
 
@@ -38,6 +40,8 @@ for r in 0 1; do expect_line "$TMP/ff.n0.out" "[rank$r]:rank $r ok at restart 1"
 for r in 2 3; do expect_line "$TMP/ff.n1.out" "[rank$r]:rank $r ok at restart 1"; done
 expect_text "$TMP/ff.n0.err" "restarting it (restart 1 of 1)"
 expect_text "$TMP/ff.n1.err" "restarting it (restart 1 of 1)"
+expect_text "$TMP/logs/ff/attempt_0/3/stderr.log" "rank 3 fails on the first attempt"
+expect_line "$TMP/logs/ff/attempt_1/3/stdout.log" "rank 3 ok at restart 1"
 
 # Out of restarts: rank 2 always fails; both nodes report the same root cause.
 run_pair() { :; }

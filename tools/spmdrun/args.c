@@ -251,7 +251,7 @@ const char *sr_help_text(void) {
            "  --max-restarts K          restart the worker group up to K times (default 0)\n"
            "  --monitor-interval SEC    how often the agent checks on other nodes (default 0.1)\n"
            "  --role NAME               ROLE_NAME of the workers (default 'default')\n"
-           "  --log-dir DIR             write <DIR>/<run-id>/attempt_<k>/<local_rank>/std{out,err}.log\n"
+           "  --log-dir DIR             write <DIR>/<run-id>/attempt_<k>/<rank>/std{out,err}.log\n"
            "  -r, --redirects M         send streams to the log files only: 0 none, 1 stdout,\n"
            "                            2 stderr, 3 both, or per local rank: 0:3,1:0\n"
            "  -t, --tee M               like --redirects but also to the console\n"

@@ -211,7 +211,10 @@ static int spawn_all(attempt *at, char *err, size_t errlen) {
         stream_targets(cfg, i, &file_mask, &console_mask);
         int out_file = -1, err_file = -1;
         if (file_mask && a->log_root[0]) {
-            snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count, i);
+            /* attempt_<k>/<rank>: the local rank on one node as torchrun has it; the
+             * global rank keeps several nodes apart on a shared file system. */
+            snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count,
+                     w->rank);
             if (make_dirs(dir) < 0) {
                 snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
                 return -1;
