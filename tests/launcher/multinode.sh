@@ -1,8 +1,10 @@
 #!/bin/sh
 # Two agents on this host act as two nodes (--nnodes 2 --node-rank 0/1) over
 # loopback: node 0 hosts the store on a free port, node 1 joins it; one group
-# of 4 with the right ranks everywhere.  Then a worker on node 1 fails on the
-# first attempt: both nodes restart (restart count 1) and the job succeeds.
+# of 4 with the right ranks everywhere, logs of both in one directory.  Then a
+# worker on node 1 fails on the first attempt: both nodes restart (restart
+# count 1) and the job succeeds.  Without restarts left, both nodes report the
+# same root cause.  Last, the store's host dies and node 1 notices.
 # usage: multinode.sh SPMDRUN WORKER
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
@@ -60,6 +62,34 @@ done
 set -- $(pids_of "$TMP/bad.n0.out") $(pids_of "$TMP/bad.n1.out")
 [ $# -eq 8 ] || fail "expected 8 pids, got $#"
 "$WORKER" gone 3000 "$@" || fail "processes left behind"
+
+# The node hosting the store dies (SIGKILL): node 1 loses the store, says so,
+# tears its workers down and fails; nothing of either node survives.
+mkfifo "$TMP/hl0.fifo" "$TMP/hl1.fifo"
+exec 8<>"$TMP/hl0.fifo" 9<>"$TMP/hl1.fifo" # let the writers open before we read
+start_host hl.n0 sh -c 'exec "$@" >"$0"' "$TMP/hl0.fifo" "$SPMDRUN" --nnodes 2 --node-rank 0 \
+    --master-port 0 --rdzv-id hl "$WORKER" hold
+"$SPMDRUN" --nnodes 2 --node-rank 1 --master-port "$HOST_PORT" --rdzv-id hl "$WORKER" hold \
+    >"$TMP/hl1.fifo" 2>"$TMP/hl.n1.err" &
+N1=$!
+open_fifo 6 "$TMP/hl0.fifo"
+open_fifo 7 "$TMP/hl1.fifo"
+read_until 6 "$TMP/hl0.log" 1 pids
+read_until 7 "$TMP/hl1.log" 1 pids
+kill -KILL $HOST_PID
+wait $HOST_PID
+t0=$(now_ms)
+wait $N1
+rc=$?
+elapsed=$(( $(now_ms) - t0 ))
+exec 8<&- 9<&-
+drain 6 "$TMP/hl0.log"
+drain 7 "$TMP/hl1.log"
+wait
+[ $rc -eq 1 ] || fail "node 1 exited $rc after losing the store, expected 1"
+[ $elapsed -lt 10000 ] || fail "node 1 took $elapsed ms to notice"
+expect_text "$TMP/hl.n1.err" "rendezvous store at 127.0.0.1:$HOST_PORT"
+"$WORKER" gone 3000 $(pids_of "$TMP/hl0.log") $(pids_of "$TMP/hl1.log") || fail "processes left behind"
 
 [ "$FAILED" -eq 0 ] || show "$TMP"/*.err "$TMP"/*.out
 finish

@@ -63,12 +63,14 @@ struct sr_rdzv {
     char **hosts;              /* [nnodes] host of each node rank */
     int64_t next_hb_ms;
     int64_t watch_val, watch_changed_ms;
+    int store_lost;            /* the connection failed: say nothing more through it */
 };
 
 /* ---- small store helpers: every failure becomes "store at H:P: ..." ---- */
 
 static int store_fail(sr_rdzv *r, const char *what, const char *key, spmd_status st, char *err,
                       size_t errlen) {
+    if (st == SPMD_ERR_REMOTE || st == SPMD_ERR_SYSTEM || st == SPMD_ERR_TIMEOUT) r->store_lost = 1;
     snprintf(err, errlen, "rendezvous store at %s:%d: %s %s: %s", r->ep_host, r->ep_port, what,
              key, spmd_store_errmsg(r->st)[0] ? spmd_store_errmsg(r->st) : spmd_status_str(st));
     return -1;
@@ -512,7 +514,7 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
 /* ---- while the workers run ------------------------------------------------- */
 
 void sr_rdzv_post_change(sr_rdzv *r, const char *kind, const char *text) {
-    if (r->round < 0) return;
+    if (r->round < 0 || r->store_lost) return;
     char k[256];
     key(r, r->round, k, sizeof k, "end");
     size_t len = strlen(kind) + 1 + strlen(text) + 1;
@@ -529,6 +531,7 @@ void sr_rdzv_post_change(sr_rdzv *r, const char *kind, const char *text) {
 
 char *sr_rdzv_change_text(sr_rdzv *r) {
     char k[256], *v = NULL, e[256];
+    if (r->store_lost) return NULL;
     key(r, r->round, k, sizeof k, "end");
     return st_try_get(r, k, &v, e, sizeof e) == 1 ? v : NULL;
 }
@@ -606,7 +609,7 @@ int sr_rdzv_exit_barrier(sr_rdzv *r, char *err, size_t errlen) {
 void sr_rdzv_close(sr_rdzv *r) {
     if (!r) return;
     char k[256], e[256];
-    if (r->round >= 0 && r->st) {
+    if (r->round >= 0 && r->st && !r->store_lost) {
         int64_t one;
         key(r, r->round, k, sizeof k, "exit/%d", r->node_rank);
         if (!st_add(r, k, 1, &one, e, sizeof e) && r->server) {
