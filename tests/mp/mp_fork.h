@@ -1,7 +1,8 @@
 /* tests/mp/mp_fork.h — fork ranks by hand when a test needs to see each
  * child's fate (spmd_spawn kills the others at the first failure, which is
- * right for users but hides what survivors report).  The test process hosts
- * the store on a free port; each child gets the torchrun environment plus
+ * right for users but hides what survivors report).  A child process hosts
+ * the store on a free port (so the test process forks single-threaded, as
+ * ThreadSanitizer requires); each rank gets the torchrun environment plus
  * per-rank overrides. */
 #ifndef SPMD_TEST_MP_FORK_H
 #define SPMD_TEST_MP_FORK_H
@@ -23,17 +24,22 @@ static int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp
                        int timeout_s, int *status) {
     spmd_store_server *srv = NULL;
     char err[256];
-    if (spmd_store_server_start("127.0.0.1", 0, &srv, err, sizeof err)) {
+    if (spmd_store_server_open("127.0.0.1", 0, &srv, err, sizeof err)) {
         fprintf(stderr, "store: %s\n", err);
         return -1;
     }
     int port = spmd_store_server_port(srv);
-    pid_t pids[64];
     fflush(NULL);
+    pid_t store_pid = fork();
+    if (store_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        _exit(spmd_store_server_run(srv) == SPMD_OK ? 0 : 1);
+    }
+    spmd_store_server_forget(srv);
+    pid_t pids[64];
     for (int i = 0; i < n; i++) {
         pid_t pid = fork();
         if (pid == 0) {
-            spmd_store_server_forget(srv);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             alarm((unsigned)timeout_s + 5); /* belt and braces: never outlive the test */
             char v[32];
@@ -52,7 +58,8 @@ static int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp
         pids[i] = pid;
     }
     for (int i = 0; i < n; i++) waitpid(pids[i], &status[i], 0);
-    spmd_store_server_stop(srv);
+    kill(store_pid, SIGKILL);
+    waitpid(store_pid, NULL, 0);
     return 0;
 }
 
