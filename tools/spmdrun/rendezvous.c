@@ -438,7 +438,14 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
                      r->a->host);
             key(r, rd, k, sizeof k, "node/%d", r->arrival);
             if (st_set(r, k, info, err, errlen)) return -1;
-            if (r->arrival == 1 && close_round(r, rd, deadline, err, errlen)) return -1;
+            if (r->arrival == 1 && close_round(r, rd, deadline, err, errlen)) {
+                /* Tell the others waiting for this round instead of leaving them
+                 * to their join timeout (best effort). */
+                char why[SR_HOST_MAX + 600], e2[256];
+                snprintf(why, sizeof why, "the round's leader on %s gave up: %s", r->a->host, err);
+                if (!r->store_lost) set_members_error(r, rd, why, e2, sizeof e2);
+                return -1;
+            }
             key(r, rd, k, sizeof k, "members");
             int w = wait_key(r, k, deadline, err, errlen);
             if (w < 0) return -1;
