@@ -19,7 +19,6 @@ SPMD_RDZV_LAST_CALL=200ms SPMD_RDZV_KEEPALIVE_INTERVAL=200ms SPMD_RDZV_KEEPALIVE
     start_host n0 sh -c 'exec "$@" >"$0"' "$TMP/n0.fifo" "$SPMDRUN" --nnodes 1:2 --rdzv-backend c10d \
     --node-rank 0 --nproc-per-node 2 --master-port 0 --max-restarts 2 --rdzv-id el \
     "$WORKER" hang-until 2
-N0=$HOST_PID
 open_fifo 6 "$TMP/n0.fifo"
 read_until 6 "$TMP/n0.log" 2 "pids"
 expect_count "$TMP/n0.log" '^\[rank[01]\]:hold restart=0 world=2 rank=[01] group=0$' 2
@@ -43,7 +42,7 @@ exec 9<&-
 drain 7 "$TMP/n1.log"
 "$WORKER" gone 3000 $n1pids || fail "node 1's workers outlived its agent"
 
-wait $N0 || fail "node 0 exited $?, expected success in round 2"
+wait_host || fail "node 0 exited $?, expected success in round 2"
 exec 8<&-
 drain 6 "$TMP/n0.log"
 wait

@@ -62,6 +62,7 @@ finish() {
 # in the background with stdout in $TMP/NAME.out and stderr in $TMP/NAME.err;
 # returns once it printed where the store listens: HOST_PID and HOST_PORT are
 # set.  (Port 0 is asked for, so the real port is only known from that line.)
+# Wait for it with wait_host.
 start_host() {
     _name=$1
     shift
@@ -82,7 +83,17 @@ start_host() {
         esac
     done
     cat <&4 >>"$TMP/$_name.err" &
+    HOST_DRAIN=$!
     exec 4<&-
+}
+
+# wait_host: wait for the host started by start_host and for the copy of its
+# stderr; returns the host's exit status.
+wait_host() {
+    wait $HOST_PID
+    _rc=$?
+    wait $HOST_DRAIN
+    return $_rc
 }
 
 # Reading a worker's output as it comes, without sleeping: the output goes to a

@@ -19,7 +19,7 @@ run_pair() { # TAG WORKER-ARGS...   (both nodes share one --log-dir, like a shar
         --rdzv-id "$_tag" --max-restarts 1 --log-dir "$TMP/logs" "$WORKER" "$@" \
         >"$TMP/$_tag.n1.out" 2>"$TMP/$_tag.n1.err" ||
         fail "$_tag: node 1 exited $?"
-    wait $HOST_PID || fail "$_tag: node 0 exited $?"
+    wait_host || fail "$_tag: node 0 exited $?"
 }
 
 run_pair env env
@@ -52,7 +52,7 @@ start_host bad.n0 "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 2 --maste
 "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port "$HOST_PORT" --rdzv-id bad \
     "$WORKER" exit 9 2 >"$TMP/bad.n1.out" 2>"$TMP/bad.n1.err"
 rc1=$?
-wait $HOST_PID
+wait_host
 rc0=$?
 [ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] || fail "failing job: nodes exited $rc0 and $rc1, expected 1 and 1"
 for n in 0 1; do
@@ -77,7 +77,7 @@ open_fifo 7 "$TMP/hl1.fifo"
 read_until 6 "$TMP/hl0.log" 1 pids
 read_until 7 "$TMP/hl1.log" 1 pids
 kill -KILL $HOST_PID
-wait $HOST_PID
+wait_host
 t0=$(now_ms)
 wait $N1
 rc=$?
