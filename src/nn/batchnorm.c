@@ -2,7 +2,7 @@
  * are contiguous.  torch semantics: eps 1e-5, momentum 0.1, the batch is
  * normalised with its biased variance, running_var tracks the unbiased one. */
 #include <math.h>
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
@@ -40,6 +40,7 @@ void spmd_batchnorm_forward(float *out, float *mean, float *rstd, const float *i
     }
 }
 
+SPMD__VECTOR_CLONES
 void spmd_batchnorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
                              const float *inp, const float *mean, const float *rstd,
                              const float *gamma, int C, int B, int HW, int training, int acc) {

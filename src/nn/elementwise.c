@@ -5,6 +5,7 @@
 /* The loops load every operand unconditionally so the compiler can turn the
  * select into a vector mask (a conditional load would stay a branch, and a
  * branch on random signs mispredicts half the time). */
+SPMD__VECTOR_CLONES
 void spmd_relu_forward(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = inp[i];
@@ -12,6 +13,7 @@ void spmd_relu_forward(float *out, const float *inp, size_t n) {
     }
 }
 
+SPMD__VECTOR_CLONES
 void spmd_relu_backward(float *dinp, const float *dout, const float *out, size_t n, int acc) {
     if (acc) {
         for (size_t i = 0; i < n; i++) {
@@ -39,6 +41,7 @@ void spmd_dropout_forward(float *out, float *mask, const float *inp, size_t n, f
     }
 }
 
+SPMD__VECTOR_CLONES
 void spmd_dropout_backward(float *dinp, const float *dout, const float *mask, size_t n, int acc) {
     if (acc) {
         for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * mask[i];
@@ -47,6 +50,7 @@ void spmd_dropout_backward(float *dinp, const float *dout, const float *mask, si
     }
 }
 
+SPMD__VECTOR_CLONES
 void spmd_add_forward(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
@@ -73,6 +77,7 @@ void spmd_flatten_backward(float *dinp, const float *dout, int C, int B, int HW,
     }
 }
 
+SPMD__VECTOR_CLONES
 float spmd__sum(const float *x, size_t n) {
     float acc[16] = {0};
     size_t i = 0;

@@ -112,6 +112,14 @@ int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const c
 /* Allocate parameter/gradient/buffer memory and initialise from seed. */
 spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen);
 
+/* Hot loops that are not GEMMs are compiled for AVX2 and AVX-512 as well as
+ * the baseline, the best chosen at load time (GCC/clang function clones). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(SPMD_NO_CLONES)
+#define SPMD__VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SPMD__VECTOR_CLONES
+#endif
+
 /* Sum of n floats with 16 independent partial sums (vectorisable without
  * -ffast-math; the rounding differs from a serial sum by a few ulps). */
 float spmd__sum(const float *x, size_t n);

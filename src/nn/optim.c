@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
 struct spmd_optim {
     spmd_optim_opts o;
@@ -44,6 +44,7 @@ void spmd_optim_free(spmd_optim *o) {
     free(o);
 }
 
+SPMD__VECTOR_CLONES
 static void sgd_step(spmd_optim *s, float *p, const float *g) {
     const float lr = s->o.lr, wd = s->o.weight_decay, mom = s->o.momentum;
     const float damp = 1.0f - s->o.dampening;
@@ -61,6 +62,7 @@ static void sgd_step(spmd_optim *s, float *p, const float *g) {
     }
 }
 
+SPMD__VECTOR_CLONES
 static void adam_step(spmd_optim *s, float *p, const float *g, int decoupled) {
     const float lr = s->o.lr, wd = s->o.weight_decay, b1 = s->o.beta1, b2 = s->o.beta2;
     const float eps = s->o.eps;

@@ -1,8 +1,9 @@
 /* pool.c — max pooling (k×k, stride k) and global average pooling. */
 #include <string.h>
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
 /* k == 2 (the seed CNN) has its own branch-free path. */
+SPMD__VECTOR_CLONES
 static void maxpool2(float *out, int32_t *idx, const float *inp, int planes, int h, int w) {
     const int oh = h / 2, ow = w / 2;
     for (int p = 0; p < planes; p++) {
@@ -84,6 +85,7 @@ void spmd_gap_forward(float *out, const float *inp, int C, int B, int HW) {
     }
 }
 
+SPMD__VECTOR_CLONES
 void spmd_gap_backward(float *dinp, const float *dout, int C, int B, int HW, int acc) {
     const float inv = 1.0f / (float)HW;
     for (int c = 0; c < C; c++) {
