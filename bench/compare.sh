@@ -23,8 +23,10 @@ if command -v mpicc >/dev/null 2>&1; then
 else
     echo "# (Open MPI not installed: skipped)"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"
 fi
-if python3 -c "import torch" 2>/dev/null; then
-    python3 "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
+# Debian's torch lives in the system python (a pyenv python3 may shadow it).
+PY=${SPMD_PYTHON:-/usr/bin/python3}
+if "$PY" -c "import torch" 2>/dev/null; then
+    "$PY" "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
 else
     echo "# (python3-torch not installed: gloo skipped)"; : > "$TMP/gloo"
 fi

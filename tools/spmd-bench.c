@@ -240,38 +240,31 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* The blocking calls, as applications (and the seeds) use them; --algo is
+ * passed through SPMD_ALGO_<COLLECTIVE> (set in main). */
 static spmd_status run_op(spmd_group *g, const opts_t *o, bufs_t *b, size_t count, int inplace) {
-    spmd_coll_opts co = {o->algo};
-    const spmd_coll_opts *cop = o->algo ? &co : NULL;
-    int w = spmd_group_size(g);
     void *s = inplace ? b->recv : b->send, *r = b->recv;
     size_t es = spmd_dtype_size(o->dt);
-    spmd_work *wk = NULL;
+    size_t mine = (size_t)spmd_group_rank(g) * count * es;
     spmd_status st;
     switch (o->op) {
-    case O_ALL_REDUCE: st = spmd_all_reduce_async(g, s, r, count, o->dt, o->redop, cop, &wk); break;
-    case O_BROADCAST: st = spmd_broadcast_async(g, r, count, o->dt, o->root, cop, &wk); break;
-    case O_REDUCE: st = spmd_reduce_async(g, s, r, count, o->dt, o->redop, o->root, cop, &wk); break;
+    case O_ALL_REDUCE: st = spmd_all_reduce(g, s, r, count, o->dt, o->redop); break;
+    case O_BROADCAST: st = spmd_broadcast(g, r, count, o->dt, o->root); break;
+    case O_REDUCE: st = spmd_reduce(g, s, r, count, o->dt, o->redop, o->root); break;
     case O_ALL_GATHER:
         /* in place: this rank's block already sits at its offset in recv */
-        st = spmd_all_gather_async(g, inplace ? (char *)r + (size_t)spmd_group_rank(g) * count * es : s, r, count,
-                                   o->dt, cop, &wk);
+        st = spmd_all_gather(g, inplace ? (char *)r + mine : s, r, count, o->dt);
         break;
     case O_REDUCE_SCATTER:
-        st = spmd_reduce_scatter_async(g, inplace ? r : s, inplace ? (char *)r + (size_t)spmd_group_rank(g) * count * es : r,
-                                       count, o->dt, o->redop, cop, &wk);
+        st = spmd_reduce_scatter(g, inplace ? r : s, inplace ? (char *)r + mine : r, count, o->dt, o->redop);
         break;
-    case O_ALL_TO_ALL: st = spmd_all_to_all_async(g, s, r, count, o->dt, cop, &wk); break;
-    case O_GATHER: st = spmd_gather_async(g, s, r, count, o->dt, o->root, cop, &wk); break;
-    case O_SCATTER: st = spmd_scatter_async(g, s, r, count, o->dt, o->root, cop, &wk); break;
-    case O_BARRIER: st = spmd_barrier_async(g, cop, &wk); break;
+    case O_ALL_TO_ALL: st = spmd_all_to_all(g, s, r, count, o->dt); break;
+    case O_GATHER: st = spmd_gather(g, s, r, count, o->dt, o->root); break;
+    case O_SCATTER: st = spmd_scatter(g, s, r, count, o->dt, o->root); break;
+    case O_BARRIER: st = spmd_barrier(g); break;
     default: return SPMD_ERR_INVALID;
     }
-    (void)w;
-    if (st) return st;
-    st = spmd_work_wait(wk, -1);
-    if (st) fprintf(stderr, "spmd-bench: %s\n", spmd_work_errmsg(wk));
-    spmd_work_free(wk);
+    if (st) fprintf(stderr, "spmd-bench: %s\n", spmd_group_errmsg(g));
     return st;
 }
 
@@ -620,6 +613,16 @@ int main(int argc, char **argv) {
     opts_t o;
     if (parse_args(argc, argv, &o)) return 2;
     run_arg ra = {&o};
+    if (o.algo) {
+        /* SPMD_ALGO_ALL_REDUCE=ring ...: the blocking calls take no options */
+        static const char *canon[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER", "REDUCE_SCATTER",
+                                      "ALL_TO_ALL", "GATHER", "SCATTER", "BARRIER", "PINGPONG", "BW"};
+        char var[64] = "SPMD_ALGO_";
+        size_t n = strlen(var);
+        for (const char *c = canon[o.op]; *c && n + 1 < sizeof var; c++) var[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        var[n] = 0;
+        setenv(var, o.algo, 1);
+    }
     if (o.np > 0 && !getenv("WORLD_SIZE")) {
         char report[512];
         spmd_status st = spmd_spawn(o.np, rank_fn, &ra, report, sizeof report);
