@@ -5,7 +5,7 @@
 # (Open MPI, PyTorch) are installed by bench/install-peers.sh instead.
 set -eu
 PKGS="build-essential cmake make pkg-config git libopenblas-dev zlib1g-dev \
-dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps \
+dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps valgrind \
 python3"
 
 missing=""

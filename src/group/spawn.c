@@ -87,7 +87,15 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     int started = 0;
     for (int i = 0; i < nprocs; i++) {
         pid_t pid = fork();
-        if (pid == 0) child_main(i, nprocs, port, run_id, parent, fn, arg);
+        if (pid == 0) {
+            /* The rank needs none of the parent's bookkeeping. */
+            for (int j = 0; j < i; j++)
+                if (pfd[j].fd >= 0) close(pfd[j].fd);
+            free(pids);
+            free(pfd);
+            free(alive);
+            child_main(i, nprocs, port, run_id, parent, fn, arg);
+        }
         if (pid < 0) {
             st = spmd__fail_errno(report, reportlen, SPMD_ERR_SYSTEM, errno, "spawn: fork of rank %d", i);
             break;
