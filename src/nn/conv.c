@@ -134,15 +134,18 @@ void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int 
     col2im_range(dinp, dcol, d, B, 0, B * d->oh);
 }
 
-void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
-                         float *col, const spmd_conv2d_dims *d, int B) {
+/* keep (may be NULL): a (K, B*OH*OW) buffer, chunk by chunk, that keeps every
+ * im2col chunk for backward instead of rebuilding it there. */
+static void conv_forward(float *out, const float *inp, const float *w, const float *b, float *col,
+                         float *keep, const spmd_conv2d_dims *d, int B) {
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
     for (int r0 = 0; r0 < R; r0 += cr) {
         int r1 = R - r0 < cr ? R : r0 + cr, n = (r1 - r0) * OW;
-        im2col_range(col, inp, d, B, r0, r1);
+        float *c = keep ? keep + (size_t)K * r0 * OW : col;
+        im2col_range(c, inp, d, B, r0, r1);
         /* out[:, chunk] (OC, n) = w (OC, K) @ col (K, n) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->oc, n, K, 1.0f, w, K, col, n,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->oc, n, K, 1.0f, w, K, c, n,
                     0.0f, out + (size_t)r0 * OW, N);
     }
     if (b) {
@@ -153,8 +156,8 @@ void spmd_conv2d_forward(float *out, const float *inp, const float *w, const flo
     }
 }
 
-void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
-                          const float *inp, const float *w, float *col, float *dcol,
+static void conv_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, float *col, const float *keep, float *dcol,
                           const spmd_conv2d_dims *d, int B, int acc) {
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
@@ -164,9 +167,10 @@ void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
     for (int r0 = 0; r0 < R; r0 += cr) {
         int r1 = R - r0 < cr ? R : r0 + cr, n = (r1 - r0) * OW;
         const float *dchunk = dout + (size_t)r0 * OW;
-        im2col_range(col, inp, d, B, r0, r1);
+        const float *c = keep ? keep + (size_t)K * r0 * OW : col;
+        if (!keep) im2col_range(col, inp, d, B, r0, r1);
         /* dw (OC, K) += dout[:, chunk] (OC, n) @ col^T (n, K) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->oc, K, n, 1.0f, dchunk, N, col, n,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->oc, K, n, 1.0f, dchunk, N, c, n,
                     1.0f, dw, K);
         if (!dinp) continue;
         /* dcol (K, n) = w^T (K, OC) @ dout[:, chunk] (OC, n), scattered back */
@@ -174,4 +178,26 @@ void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
                     0.0f, dcol, n);
         col2im_range(dinp, dcol, d, B, r0, r1);
     }
+}
+
+void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                         float *col, const spmd_conv2d_dims *d, int B) {
+    conv_forward(out, inp, w, b, col, NULL, d, B);
+}
+
+void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, float *col, float *dcol,
+                          const spmd_conv2d_dims *d, int B, int acc) {
+    conv_backward(dinp, dw, db, dout, inp, w, col, NULL, dcol, d, B, acc);
+}
+
+void spmd__conv2d_forward_keep(float *out, const float *inp, const float *w, const float *b,
+                               float *keep, const spmd_conv2d_dims *d, int B) {
+    conv_forward(out, inp, w, b, NULL, keep, d, B);
+}
+
+void spmd__conv2d_backward_kept(float *dinp, float *dw, float *db, const float *dout,
+                                const float *w, const float *keep, float *dcol,
+                                const spmd_conv2d_dims *d, int B, int acc) {
+    conv_backward(dinp, dw, db, dout, NULL, w, NULL, keep, dcol, d, B, acc);
 }
