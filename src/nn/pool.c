@@ -3,7 +3,6 @@
 #include "nn/internal.h"
 
 /* k == 2 (the seed CNN) has its own branch-free path. */
-SPMD__VECTOR_CLONES
 static void maxpool2(float *out, int32_t *idx, const float *inp, int planes, int h, int w) {
     const int oh = h / 2, ow = w / 2;
     for (int p = 0; p < planes; p++) {
