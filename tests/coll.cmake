@@ -43,3 +43,6 @@ set_tests_properties(example_p2p_collectives PROPERTIES TIMEOUT 60 LABELS "examp
 add_executable(coll_sweep ${PROJECT_SOURCE_DIR}/bench/coll_sweep.c)
 target_link_libraries(coll_sweep PRIVATE spmd_static)
 set_target_properties(coll_sweep PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+
+# a few MiB per call with the default segment size (the real piece sizes)
+spmd_test(test_coll_big SOURCES mp/test_coll_big.c LABELS mp TIMEOUT 200)

@@ -30,6 +30,19 @@ static inline size_t spmd__seg_elems(spmd__coll_ctx *c, size_t es) {
     return s ? s : 1;
 }
 
+/* Pieces of the reducing pipelines (ring, rhd, reduce_scatter ring) are
+ * capped at 256 KiB: measured best on the 2-core development machine (1 MiB
+ * of L2 per core) — the received piece, its reduction and the socket
+ * buffers stay in cache; 1 MiB pieces ran at half the bandwidth from 4 MiB
+ * up (bench/coll_sweep, docs in select.c).  A smaller SPMD_SEGMENT_BYTES
+ * still applies. */
+#define SPMD__PIPE_CAP_BYTES ((size_t)256 * 1024)
+static inline size_t spmd__pipe_elems(spmd__coll_ctx *c, size_t es) {
+    size_t b = spmd__ctx_segment_bytes(c);
+    if (b > SPMD__PIPE_CAP_BYTES) b = SPMD__PIPE_CAP_BYTES;
+    return b / es ? b / es : 1;
+}
+
 /* Pointer to block i of `count` elements in a flat buffer, or the i-th list entry. */
 static inline char *spmd__block(const spmd__coll_args *a, void *flat, int i, size_t es) {
     if (a->recvbufs) return (char *)a->recvbufs[i];

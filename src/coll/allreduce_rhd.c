@@ -19,7 +19,7 @@
  *   doubling: replay the steps in reverse, sending what we hold and receiving
  *             the partner's half, until everyone holds K0..K3.
  *
- * Each halving exchange is cut into pieces of SPMD_SEGMENT_BYTES so the
+ * Each halving exchange is cut into pieces of min(SPMD_SEGMENT_BYTES, 256 KiB) so the
  * received piece is reduced while in cache.  Out of place, the first halving
  * step reads sendbuf and writes recvbuf.
  *
@@ -48,7 +48,7 @@ static spmd_status halve(spmd__coll_ctx *c, const spmd__coll_args *a, int peer, 
 spmd_status spmd__allreduce_rhd(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
     const size_t es = spmd_dtype_size(a->dt), n = a->count, bytes = n * es;
-    const size_t seg = spmd__seg_elems(c, es);
+    const size_t seg = spmd__pipe_elems(c, es);
     const char *src = a->sendbuf;
     char *dst = a->recvbuf;
     const spmd__fold f = spmd__fold_of(r, w);

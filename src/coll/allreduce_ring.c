@@ -18,8 +18,9 @@
  *   all-gather, step s = 0..w-2: send C(r+1-s) -> r+1, recv C(r-s) <- r-1.
  *
  * Pipelining: each reduce-scatter step is cut into the same number of pieces
- * on every rank (from the largest chunk and SPMD_SEGMENT_BYTES), so a piece
- * is reduced while it is still in cache and the receive scratch stays small.
+ * on every rank (from the largest chunk and min(SPMD_SEGMENT_BYTES, 256 KiB),
+ * see algos.h), so a piece is reduced while it is still in cache and the
+ * receive scratch stays small.
  * The last reduce-scatter step and the first all-gather step run together,
  * piece by piece: a piece leaves for the all-gather one round after it was
  * reduced, still in cache (for w = 2 that is the whole algorithm).
@@ -39,7 +40,7 @@ spmd_status spmd__allreduce_ring(spmd__coll_ctx *c, const spmd__coll_args *a) {
     char *dst = a->recvbuf;
     spmd_status st;
 
-    const size_t P = spmd__npieces(spmd__chunk_len(n, W, 0), spmd__seg_elems(c, es));
+    const size_t P = spmd__npieces(spmd__chunk_len(n, W, 0), spmd__pipe_elems(c, es));
     const size_t piece_max = spmd__chunk_len(spmd__chunk_len(n, W, 0), P, 0);
     char *tmp = spmd__tmp(c, 0, piece_max * es);
     if (!tmp) return SPMD__NOMEM(c, "ring all_reduce", piece_max * es);

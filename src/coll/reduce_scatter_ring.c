@@ -13,7 +13,8 @@
  *
  * Partials live in two scratch blocks used alternately (the one sent this
  * step is the one received last step).  Each step is cut into the same
- * number of pieces on every rank so large blocks stream through cache.
+ * number of pieces (of at most min(SPMD_SEGMENT_BYTES, 256 KiB)) on every
+ * rank so large blocks stream through cache.
  * The output is written only at the very last step, after the input's other
  * blocks have been consumed, so recvbuf may be a block of sendbuf (in place).
  *
@@ -25,7 +26,7 @@ spmd_status spmd__reduce_scatter_ring(spmd__coll_ctx *c, const spmd__coll_args *
     const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
     const int next = spmd__ring_next(r, w), prev = spmd__ring_prev(r, w);
     const size_t es = spmd_dtype_size(a->dt), n = a->count, blk = n * es;
-    const size_t S = spmd__npieces(n, spmd__seg_elems(c, es));
+    const size_t S = spmd__npieces(n, spmd__pipe_elems(c, es));
     const char *in = a->sendbuf;
     char *acc = spmd__tmp(c, 0, 2 * blk);
     if (!acc) return SPMD__NOMEM(c, "ring reduce_scatter", 2 * blk);
