@@ -21,6 +21,7 @@ PY=${PYTHON:-python3}
 "$PY" -c "import torch" 2>/dev/null || { echo "train_bench.sh: $PY has no torch (apt-get install python3-torch, or set PYTHON)" >&2; exit 1; }
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.0f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+best() { sort -n | tail -1; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 echo "torch $("$PY" -c 'import torch; print(torch.__version__)')"
@@ -47,7 +48,10 @@ run_config() {  # name model batch steps(0 = one epoch)
     done
     ms=$(echo $s | tr ' ' '\n' | median)
     mt=$(echo $t | tr ' ' '\n' | median)
-    printf '%-28s %12s %12s %7s\n' "$name" "$ms" "$mt" "$(awk "BEGIN {printf \"%.2f\", $ms / $mt}")"
+    bs=$(echo $s | tr ' ' '\n' | best)
+    bt=$(echo $t | tr ' ' '\n' | best)
+    printf '%-28s %12s %12s %7s   best %s %s %s\n' "$name" "$ms" "$mt" \
+        "$(awk "BEGIN {printf \"%.2f\", $ms / $mt}")" "$bs" "$bt" "$(awk "BEGIN {printf \"%.2f\", $bs / $bt}")"
     echo "  runs: spmd [$s ] torch [$t ]"
 }
 
@@ -55,7 +59,7 @@ table() {
     echo "OpenBLAS kernels: $($ENVCMD "$TRAIN" --model mlp --steps 1 --no-eval | sed -n 's/^BLAS: OpenBLAS \([^ ]*\).*/\1/p')" \
          "(OPENBLAS_CORETYPE=$($ENVCMD sh -c 'echo ${OPENBLAS_CORETYPE:-unset}'))," \
          "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf '%-28s %12s %12s %7s\n' "configuration" "spmd /s" "torch /s" "ratio"
+    printf '%-28s %12s %12s %7s   %s\n' "configuration" "spmd /s" "torch /s" "ratio" "(medians; best: spmd torch ratio)"
     run_config "cnn, batch 16, 300 steps" cnn 16 300
     run_config "cnn, batch 32, 200 steps" cnn 32 200
     run_config "mlp, batch 64, 1 epoch" mlp 64 0

@@ -18,6 +18,12 @@ import struct
 import sys
 import time
 
+# One thread for everything torch may call: torch.set_num_threads(1) covers
+# OpenMP and oneDNN, but OpenBLAS (used for Linear layers by Debian's torch)
+# keeps its own pool sized to the machine unless told before it loads.
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
 import numpy as np
 import torch
 import torch.nn as nn

@@ -61,6 +61,93 @@ static void valid_range(const spmd_conv2d_dims *d, int kw, int *lo, int *hi) {
     *hi = b;
 }
 
+/* Stride 1 with three kernel columns (every 3x3 convolution of the seed
+ * models): the three im2col rows of one (channel, kernel row, output row)
+ * are the same input row shifted by 0, 1 and 2, so one loop writes all three
+ * (and col2im reads all three into one pass over the input row) instead of
+ * three short loops. */
+SPMD__VECTOR_CLONES
+static void im2col_s1k3(float *col, const float *inp, const spmd_conv2d_dims *d, int B, int r0,
+                        int r1) {
+    const int H = d->h, W = d->w, OH = d->oh, OW = d->ow, P = d->pad;
+    const size_t N = (size_t)(r1 - r0) * OW;
+    int lo[3], hi[3];
+    for (int kw = 0; kw < 3; kw++) valid_range(d, kw, &lo[kw], &hi[kw]);
+    const int a = lo[0] > lo[2] ? lo[0] : lo[2], z = hi[0] < hi[2] ? hi[0] : hi[2];
+    for (int c = 0; c < d->c; c++) {
+        for (int kh = 0; kh < d->kh; kh++) {
+            float *d0 = col + (size_t)(c * d->kh + kh) * 3 * N;
+            float *d1 = d0 + N, *d2 = d1 + N;
+            for (int r = r0; r < r1; r++) {
+                int b = r / OH, oh = r - b * OH, ih = oh - P + kh;
+                size_t o = (size_t)(r - r0) * OW;
+                if (ih < 0 || ih >= H) {
+                    for (int ow = 0; ow < OW; ow++) d0[o + ow] = d1[o + ow] = d2[o + ow] = 0.0f;
+                    continue;
+                }
+                /* s[ow + kw] is input column ow + kw - P */
+                const float *s = inp + ((size_t)c * B + b) * H * W + (size_t)ih * W - P;
+                float *e0 = d0 + o, *e1 = d1 + o, *e2 = d2 + o;
+                for (int ow = 0; ow < a; ow++) {
+                    e0[ow] = ow >= lo[0] && ow < hi[0] ? s[ow] : 0.0f;
+                    e1[ow] = ow >= lo[1] && ow < hi[1] ? s[ow + 1] : 0.0f;
+                    e2[ow] = ow >= lo[2] && ow < hi[2] ? s[ow + 2] : 0.0f;
+                }
+                for (int ow = a; ow < z; ow++) {
+                    e0[ow] = s[ow];
+                    e1[ow] = s[ow + 1];
+                    e2[ow] = s[ow + 2];
+                }
+                for (int ow = z > a ? z : a; ow < OW; ow++) {
+                    e0[ow] = ow >= lo[0] && ow < hi[0] ? s[ow] : 0.0f;
+                    e1[ow] = ow >= lo[1] && ow < hi[1] ? s[ow + 1] : 0.0f;
+                    e2[ow] = ow >= lo[2] && ow < hi[2] ? s[ow + 2] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+SPMD__VECTOR_CLONES
+static void col2im_s1k3(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int B, int r0,
+                        int r1) {
+    const int H = d->h, W = d->w, OH = d->oh, OW = d->ow, P = d->pad;
+    const size_t N = (size_t)(r1 - r0) * OW;
+    int lo[3], hi[3], xa = 0, xz = W;
+    for (int kw = 0; kw < 3; kw++) {
+        valid_range(d, kw, &lo[kw], &hi[kw]);
+        if (lo[kw] - P + kw > xa) xa = lo[kw] - P + kw;
+        if (hi[kw] - P + kw < xz) xz = hi[kw] - P + kw;
+    }
+    for (int c = 0; c < d->c; c++) {
+        for (int kh = 0; kh < d->kh; kh++) {
+            const float *s0 = dcol + (size_t)(c * d->kh + kh) * 3 * N;
+            const float *s1 = s0 + N, *s2 = s1 + N;
+            for (int r = r0; r < r1; r++) {
+                int b = r / OH, oh = r - b * OH, ih = oh - P + kh;
+                if (ih < 0 || ih >= H) continue;
+                size_t o = (size_t)(r - r0) * OW;
+                const float *t0 = s0 + o, *t1 = s1 + o, *t2 = s2 + o;
+                float *row = dinp + ((size_t)c * B + b) * H * W + (size_t)ih * W;
+                /* input column x receives t_kw[x + P - kw] for each kw whose
+                 * output column ow = x + P - kw lies in [lo_kw, hi_kw); in
+                 * [xa, xz) all three do (a plain loop), the edges are checked */
+                for (int x = 0; x < W; x++) {
+                    if (x == xa && xa < xz) x = xz;
+                    if (x >= W) break;
+                    float v = 0.0f;
+                    int o0 = x + P, o1 = x + P - 1, o2 = x + P - 2;
+                    if (o0 >= lo[0] && o0 < hi[0]) v += t0[o0];
+                    if (o1 >= lo[1] && o1 < hi[1]) v += t1[o1];
+                    if (o2 >= lo[2] && o2 < hi[2]) v += t2[o2];
+                    row[x] += v;
+                }
+                for (int x = xa; x < xz; x++) row[x] += t0[x + P] + t1[x + P - 1] + t2[x + P - 2];
+            }
+        }
+    }
+}
+
 /* im2col of output rows [r0, r1) (r = b*OH + oh) of inp (C, B, H, W) into
  * col (K, (r1-r0)*OW). */
 SPMD__VECTOR_CLONES
@@ -68,6 +155,10 @@ static void im2col_range(float *col, const float *inp, const spmd_conv2d_dims *d
                          int r1) {
     const int H = d->h, W = d->w, OH = d->oh, OW = d->ow, S = d->stride, P = d->pad;
     const size_t N = (size_t)(r1 - r0) * OW;
+    if (S == 1 && d->kw == 3) {
+        im2col_s1k3(col, inp, d, B, r0, r1);
+        return;
+    }
     for (int c = 0; c < d->c; c++) {
         for (int kh = 0; kh < d->kh; kh++) {
             for (int kw = 0; kw < d->kw; kw++) {
@@ -103,6 +194,10 @@ static void col2im_range(float *dinp, const float *dcol, const spmd_conv2d_dims 
                          int r1) {
     const int H = d->h, W = d->w, OH = d->oh, OW = d->ow, S = d->stride, P = d->pad;
     const size_t N = (size_t)(r1 - r0) * OW;
+    if (S == 1 && d->kw == 3) {
+        col2im_s1k3(dinp, dcol, d, B, r0, r1);
+        return;
+    }
     for (int c = 0; c < d->c; c++) {
         for (int kh = 0; kh < d->kh; kh++) {
             for (int kw = 0; kw < d->kw; kw++) {
@@ -134,18 +229,15 @@ void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int 
     col2im_range(dinp, dcol, d, B, 0, B * d->oh);
 }
 
-/* keep (may be NULL): a (K, B*OH*OW) buffer, chunk by chunk, that keeps every
- * im2col chunk for backward instead of rebuilding it there. */
-static void conv_forward(float *out, const float *inp, const float *w, const float *b, float *col,
-                         float *keep, const spmd_conv2d_dims *d, int B) {
+void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                         float *col, const spmd_conv2d_dims *d, int B) {
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
     for (int r0 = 0; r0 < R; r0 += cr) {
         int r1 = R - r0 < cr ? R : r0 + cr, n = (r1 - r0) * OW;
-        float *c = keep ? keep + (size_t)K * r0 * OW : col;
-        im2col_range(c, inp, d, B, r0, r1);
+        im2col_range(col, inp, d, B, r0, r1);
         /* out[:, chunk] (OC, n) = w (OC, K) @ col (K, n) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->oc, n, K, 1.0f, w, K, c, n,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->oc, n, K, 1.0f, w, K, col, n,
                     0.0f, out + (size_t)r0 * OW, N);
     }
     if (b) {
@@ -156,8 +248,8 @@ static void conv_forward(float *out, const float *inp, const float *w, const flo
     }
 }
 
-static void conv_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, float *col, const float *keep, float *dcol,
+void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, float *col, float *dcol,
                           const spmd_conv2d_dims *d, int B, int acc) {
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
@@ -167,10 +259,9 @@ static void conv_backward(float *dinp, float *dw, float *db, const float *dout, 
     for (int r0 = 0; r0 < R; r0 += cr) {
         int r1 = R - r0 < cr ? R : r0 + cr, n = (r1 - r0) * OW;
         const float *dchunk = dout + (size_t)r0 * OW;
-        const float *c = keep ? keep + (size_t)K * r0 * OW : col;
-        if (!keep) im2col_range(col, inp, d, B, r0, r1);
+        im2col_range(col, inp, d, B, r0, r1);
         /* dw (OC, K) += dout[:, chunk] (OC, n) @ col^T (n, K) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->oc, K, n, 1.0f, dchunk, N, c, n,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->oc, K, n, 1.0f, dchunk, N, col, n,
                     1.0f, dw, K);
         if (!dinp) continue;
         /* dcol (K, n) = w^T (K, OC) @ dout[:, chunk] (OC, n), scattered back */
@@ -178,26 +269,4 @@ static void conv_backward(float *dinp, float *dw, float *db, const float *dout, 
                     0.0f, dcol, n);
         col2im_range(dinp, dcol, d, B, r0, r1);
     }
-}
-
-void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
-                         float *col, const spmd_conv2d_dims *d, int B) {
-    conv_forward(out, inp, w, b, col, NULL, d, B);
-}
-
-void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
-                          const float *inp, const float *w, float *col, float *dcol,
-                          const spmd_conv2d_dims *d, int B, int acc) {
-    conv_backward(dinp, dw, db, dout, inp, w, col, NULL, dcol, d, B, acc);
-}
-
-void spmd__conv2d_forward_keep(float *out, const float *inp, const float *w, const float *b,
-                               float *keep, const spmd_conv2d_dims *d, int B) {
-    conv_forward(out, inp, w, b, NULL, keep, d, B);
-}
-
-void spmd__conv2d_backward_kept(float *dinp, float *dw, float *db, const float *dout,
-                                const float *w, const float *keep, float *dcol,
-                                const spmd_conv2d_dims *d, int B, int acc) {
-    conv_backward(dinp, dw, db, dout, NULL, w, NULL, keep, dcol, d, B, acc);
 }

@@ -11,22 +11,6 @@
 #include <string.h>
 #include "nn/internal.h"
 
-/* im2col matrices kept between forward and backward, at most this many
- * floats for the whole model (the seed CNN at batch 64 needs 42 Mi); beyond
- * it, convolutions rebuild their chunks in backward.  SPMD_NN_KEEP_MB
- * overrides the budget (0: always rebuild). */
-#define SPMD__KEEP_FLOATS ((size_t)48 << 20)
-
-static size_t keep_budget(void) {
-    const char *s = getenv("SPMD_NN_KEEP_MB");
-    if (s && *s) {
-        char *end;
-        unsigned long long mb = strtoull(s, &end, 10);
-        if (*end == 0 && mb < (1ULL << 30)) return (size_t)(mb << 20) / sizeof(float);
-    }
-    return SPMD__KEEP_FLOATS;
-}
-
 static void fail(spmd_model *m, spmd_status st, const char *fmt, ...) {
     if (m->err != SPMD_OK) return;
     m->err = st;
@@ -112,7 +96,6 @@ spmd_model *spmd__model_new(const char *arch, int c, int h, int w, int flat_inpu
     m->in_c = c; m->in_h = h; m->in_w = w;
     m->training = 1;
     m->dropout_on = 1;
-    m->keep_budget = keep_budget();
     spmd_rng_seed(&m->drop_rng, 0, 0);
     if (c < 1 || h < 1 || w < 1) fail(m, SPMD_ERR_INVALID, "input shape must be positive");
     else new_act(m, c, h, w, flat_input);
@@ -338,7 +321,7 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
 
 /* (Re)allocate activation memory for batch B. */
 static spmd_status alloc_batch(spmd_model *m, int B) {
-    size_t acts = 0, cache = 0, scratch = 0, kept = 0;
+    size_t acts = 0, cache = 0, scratch = 0;
     for (int i = 1; i < m->nacts; i++) acts += m->acts[i].size * (size_t)B;
     size_t in0 = 0;
     if (!m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
@@ -349,9 +332,6 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         case SPMD__OP_CONV: {
             size_t cs = spmd_conv2d_col_size(&n->conv, B);
             if (cs > scratch) scratch = cs;
-            size_t full = (size_t)n->conv.c * n->conv.kh * n->conv.kw * B * n->conv.oh * n->conv.ow;
-            n->keeps = kept + full <= m->keep_budget;
-            if (n->keeps) kept += full;
             break;
         }
         case SPMD__OP_DROPOUT: cache += osz; break;
@@ -363,7 +343,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     size_t dcol = scratch;   /* the input-gradient chunk has the same shape */
     float *am = malloc(sizeof(float) * (acts + in0 + 1));
     float *gm = malloc(sizeof(float) * (acts + 1));
-    float *cm = malloc(sizeof(float) * (cache + kept + scratch + dcol + 1));
+    float *cm = malloc(sizeof(float) * (cache + scratch + dcol + 1));
     if (!am || !gm || !cm) {
         free(am); free(gm); free(cm);
         return SPMD_ERR_NOMEM;
@@ -384,15 +364,8 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         spmd__node *n = &m->nodes[i];
         size_t osz = m->acts[n->out].size * (size_t)B;
         n->col = NULL; n->mask = NULL; n->idx = NULL; n->mean = n->rstd = NULL;
-        n->keep = NULL;
         switch (n->op) {
-        case SPMD__OP_CONV:
-            n->col = m->col_scratch;
-            if (n->keeps) {
-                n->keep = pc;
-                pc += (size_t)n->conv.c * n->conv.kh * n->conv.kw * B * n->conv.oh * n->conv.ow;
-            }
-            break;
+        case SPMD__OP_CONV: n->col = m->col_scratch; break;
         case SPMD__OP_DROPOUT: n->mask = pc; pc += osz; break;
         case SPMD__OP_MAXPOOL: n->idx = (int32_t *)pc; pc += osz; break;
         case SPMD__OP_BN:
@@ -429,12 +402,8 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
                                 B, (int)in->size, out->c);
             break;
         case SPMD__OP_CONV:
-            if (n->keep)
-                spmd__conv2d_forward_keep(out->data, in->data, P(m, n->p0),
-                                          n->np > 1 ? P(m, n->p0 + 1) : NULL, n->keep, &n->conv, B);
-            else
-                spmd_conv2d_forward(out->data, in->data, P(m, n->p0),
-                                    n->np > 1 ? P(m, n->p0 + 1) : NULL, n->col, &n->conv, B);
+            spmd_conv2d_forward(out->data, in->data, P(m, n->p0), n->np > 1 ? P(m, n->p0 + 1) : NULL,
+                                n->col, &n->conv, B);
             break;
         case SPMD__OP_BN:
             spmd_batchnorm_forward(out->data, n->mean, n->rstd, in->data, P(m, n->p0),
@@ -496,14 +465,9 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
                                  in->data, P(m, n->p0), B, (int)in->size, out->c, n->acc_in);
             break;
         case SPMD__OP_CONV:
-            if (n->keep)
-                spmd__conv2d_backward_kept(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL,
-                                           out->grad, P(m, n->p0), n->keep, m->dcol_scratch,
-                                           &n->conv, B, n->acc_in);
-            else
-                spmd_conv2d_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL,
-                                     out->grad, in->data, P(m, n->p0), n->col, m->dcol_scratch,
-                                     &n->conv, B, n->acc_in);
+            spmd_conv2d_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
+                                 in->data, P(m, n->p0), n->col, m->dcol_scratch, &n->conv, B,
+                                 n->acc_in);
             break;
         case SPMD__OP_BN:
             spmd_batchnorm_backward(din, G(m, n->p0), G(m, n->p0 + 1), out->grad, in->data, n->mean,

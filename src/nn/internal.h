@@ -49,8 +49,6 @@ typedef struct {
     float p;              /* dropout probability */
     /* caches, pointing into the model's cache allocation */
     float *col;           /* conv: the shared im2col scratch */
-    int keeps;            /* conv: keeps its im2col matrix from forward to backward */
-    float *keep;          /* conv: that matrix (NULL when not kept) */
     float *mask;
     int32_t *idx;
     float *mean, *rstd;
@@ -93,7 +91,6 @@ struct spmd_model {
     int bmax;             /* batch the activation memory is sized for */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
-    size_t keep_budget;   /* floats of kept im2col matrices (all convs together) */
 };
 
 /* ---- builder (each returns the new activation id, or -1 after recording
@@ -126,16 +123,6 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
 /* Sum of n floats with 16 independent partial sums (vectorisable without
  * -ffast-math; the rounding differs from a serial sum by a few ulps). */
 float spmd__sum(const float *x, size_t n);
-
-/* Convolution that keeps every im2col chunk of the batch in keep
- * (spmd_im2col's size, C*KH*KW x B*OH*OW floats) from forward to backward,
- * instead of rebuilding them: the graph uses it while the kept matrices fit
- * its budget. */
-void spmd__conv2d_forward_keep(float *out, const float *inp, const float *w, const float *b,
-                               float *keep, const spmd_conv2d_dims *d, int B);
-void spmd__conv2d_backward_kept(float *dinp, float *dw, float *db, const float *dout,
-                                const float *w, const float *keep, float *dcol,
-                                const spmd_conv2d_dims *d, int B, int acc);
 
 /* Architectures (models.c). */
 spmd_status spmd__build_arch(const spmd_model_opts *o, spmd_model **out, char *err,

@@ -159,6 +159,23 @@ static void case_conv_stride(void) {
     run("conv_stride", m, 3, 1);
 }
 
+/* Images narrower than the kernel's reach: every column is an edge. */
+static void case_conv_tiny(void) {
+    spmd_model *m = spmd__model_new("t", 1, 3, 2, 0);
+    int x = spmd__add_conv(m, 0, 2, 3, 1, 1, 1, "c1");  /* 3x2 -> 3x2 */
+    x = spmd__add_conv(m, x, 2, 3, 1, 2, 1, "c2");      /* pad 2: 3x2 -> 5x4 */
+    x = spmd__add_conv(m, x, 3, 3, 1, 0, 1, "c3");      /* 5x4 -> 3x2 */
+    x = spmd__add_flatten(m, x);
+    spmd__add_linear(m, x, 3, 1, "fc");
+    run("conv_tiny", m, 2, 1);
+    m = spmd__model_new("t", 1, 1, 1, 0);
+    x = spmd__add_conv(m, 0, 2, 3, 1, 1, 1, "c1");      /* 1x1 with pad 1 */
+    x = spmd__add_conv(m, x, 2, 3, 1, 1, 1, "c2");
+    x = spmd__add_flatten(m, x);
+    spmd__add_linear(m, x, 3, 1, "fc");
+    run("conv_1x1img", m, 3, 1);
+}
+
 static void case_relu(void) {
     spmd_model *m = spmd__model_new("t", 8, 1, 1, 1);
     int x = spmd__add_linear(m, 0, 12, 1, "a");
@@ -276,6 +293,7 @@ int main(void) {
     case_linear();
     case_conv();
     case_conv_stride();
+    case_conv_tiny();
     case_relu();
     case_maxpool();
     case_dropout();
