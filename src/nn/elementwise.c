@@ -34,11 +34,25 @@ void spmd_dropout_forward(float *out, float *mask, const float *inp, size_t n, f
     /* keep with probability 1-p; the threshold compares 24-bit integers so the
      * decision does not depend on float rounding */
     const uint64_t keep_below = (uint64_t)((double)(1.0f - p) * 16777216.0);
-    for (size_t i = 0; i < n; i++) {
-        float m = (spmd_rng_next(rng) >> 40) < keep_below ? scale : 0.0f;
+    uint64_t s[4] = {rng->s[0], rng->s[1], rng->s[2], rng->s[3]};
+    /* two decisions per 64-bit draw (bits 40..63 and 8..31); a mask multiply,
+     * not a branch: the decision is random by design */
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        uint64_t r = spmd__xoshiro_next(s);
+        float m0 = scale * (float)((r >> 40) < keep_below);
+        float m1 = scale * (float)(((r >> 8) & 0xffffff) < keep_below);
+        mask[i] = m0;
+        mask[i + 1] = m1;
+        out[i] = inp[i] * m0;
+        out[i + 1] = inp[i + 1] * m1;
+    }
+    if (i < n) {
+        float m = scale * (float)((spmd__xoshiro_next(s) >> 40) < keep_below);
         mask[i] = m;
         out[i] = inp[i] * m;
     }
+    for (int j = 0; j < 4; j++) rng->s[j] = s[j];
 }
 
 SPMD__VECTOR_CLONES

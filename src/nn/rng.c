@@ -1,6 +1,6 @@
 /* rng.c — xoshiro256** seeded through splitmix64.  The whole state is four
  * words, so dropout masks can be reproduced exactly after a checkpoint. */
-#include "spmd/nn.h"
+#include "nn/internal.h"
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
@@ -14,20 +14,7 @@ void spmd_rng_seed(spmd_rng *r, uint64_t seed, uint64_t stream) {
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t spmd_rng_next(spmd_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
+uint64_t spmd_rng_next(spmd_rng *r) { return spmd__xoshiro_next(r->s); }
 
 float spmd_rng_uniform(spmd_rng *r) {
     return (float)(spmd_rng_next(r) >> 40) * (1.0f / 16777216.0f);
