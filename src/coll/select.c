@@ -15,9 +15,11 @@
  * gather/scatter family, reduce_scatter and all_to_all.  all_to_all_v's
  * counts differ per rank, so it never depends on them (pairwise always).
  *
- * The thresholds were measured on the 2-core development machine over TCP
- * loopback (docs/PERFORMANCE.md has the sweeps); rows with an empty byte
- * range are never picked automatically but stay available by name.
+ * The thresholds were measured on the 2-core development machine (TCP
+ * loopback, world sizes 2, 3, 4 and 8) with bench/coll_sweep, fastest of
+ * several repeats, algorithms interleaved in one run; the comments above the
+ * rows say what decided them.  Rows with an empty byte range are never picked
+ * automatically but stay available by name.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -44,31 +46,38 @@ static const algo_row TABLE[] = {
 /*  collective                name         function                       bytes from .. to        world  */
     {SPMD__C_BARRIER,        "dissemination", spmd__barrier_dissemination, 0, ANY_SIZE,          2, ANY_WORLD},
 
-    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         512 * KiB,      2, ANY_WORLD},
-    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         ANY_SIZE,       2, 3},
-    {SPMD__C_BROADCAST,      "scatter_ring", spmd__bcast_scatter_ring, 512 * KiB, ANY_SIZE,       4, ANY_WORLD},
+    /* scatter_ring never beat the pipelined tree here (w = 2, 4, 8; up to 16 MiB) */
+    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_BROADCAST,      "scatter_ring", spmd__bcast_scatter_ring, BY_NAME_ONLY},
 
     {SPMD__C_REDUCE,         "tree",      spmd__reduce_tree,           0,         ANY_SIZE,       2, ANY_WORLD},
 
-    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         8 * KiB,        2, ANY_WORLD},
-    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         8 * KiB,   256 * KiB,      2, ANY_WORLD},
-    {SPMD__C_ALL_REDUCE,     "ring",      spmd__allreduce_ring,        256 * KiB, ANY_SIZE,       2, ANY_WORLD},
+    /* w = 2: one exchange of the whole buffer (rd) beats two half exchanges
+     * up to 512 KiB; beyond that the ring's halved reduction and in-cache
+     * pieces win.  w >= 3: rd to 128 KiB, rhd to 1 MiB, then the ring. */
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         512 * KiB,      2, 2},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         128 * KiB,      3, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         128 * KiB, 1 * MiB,        3, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "ring",      spmd__allreduce_ring,        0,         ANY_SIZE,       2, ANY_WORLD},
     {SPMD__C_ALL_REDUCE,     "naive",     spmd__allreduce_naive,       BY_NAME_ONLY},
     {SPMD__C_ALL_REDUCE,     "butterfly", spmd__allreduce_butterfly,   BY_NAME_ONLY},
 
-    {SPMD__C_GATHER,         "tree",      spmd__gather_tree,           0,         4 * KiB,        4, ANY_WORLD},
+    /* the trees never beat the direct versions here (w = 4, 8) */
     {SPMD__C_GATHER,         "linear",    spmd__gather_linear,         0,         ANY_SIZE,       2, ANY_WORLD},
-
-    {SPMD__C_SCATTER,        "tree",      spmd__scatter_tree,          0,         4 * KiB,        4, ANY_WORLD},
+    {SPMD__C_GATHER,         "tree",      spmd__gather_tree,           BY_NAME_ONLY},
     {SPMD__C_SCATTER,        "linear",    spmd__scatter_linear,        0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_SCATTER,        "tree",      spmd__scatter_tree,          BY_NAME_ONLY},
 
-    {SPMD__C_ALL_GATHER,     "bruck",     spmd__allgather_bruck,       0,         16 * KiB,       2, ANY_WORLD},
+    /* bytes = the whole output; at w = 2 Bruck is the ring plus a copy */
+    {SPMD__C_ALL_GATHER,     "bruck",     spmd__allgather_bruck,       0,         256 * KiB,      3, ANY_WORLD},
     {SPMD__C_ALL_GATHER,     "ring",      spmd__allgather_ring,        0,         ANY_SIZE,       2, ANY_WORLD},
 
-    {SPMD__C_REDUCE_SCATTER, "direct",    spmd__reduce_scatter_direct, 0,         16 * KiB,       2, ANY_WORLD},
+    /* bytes = the whole input */
+    {SPMD__C_REDUCE_SCATTER, "direct",    spmd__reduce_scatter_direct, 0,         256 * KiB,      2, ANY_WORLD},
     {SPMD__C_REDUCE_SCATTER, "ring",      spmd__reduce_scatter_ring,   0,         ANY_SIZE,       2, ANY_WORLD},
 
-    {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         64 * KiB,       2, ANY_WORLD},
+    /* bytes = the whole input; uneven splits always go pairwise */
+    {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD},
     {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD},
 };
 /* clang-format on */
