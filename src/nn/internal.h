@@ -128,7 +128,17 @@ static inline uint64_t spmd__xoshiro_next(uint64_t *s) {
 }
 
 /* Hot loops that are not GEMMs are compiled for AVX2 and AVX-512 as well as
- * the baseline, the best chosen at load time (GCC/clang function clones). */
+ * the baseline, the best chosen at load time (GCC/clang function clones).
+ * Not under ThreadSanitizer: its runtime is not ready when the ifunc
+ * resolvers run during relocation, and the process dies before main. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) && !defined(SPMD_NO_CLONES)
+#define SPMD_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(SPMD_NO_CLONES)
+#define SPMD_NO_CLONES 1
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(SPMD_NO_CLONES)
 #define SPMD__VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
