@@ -12,14 +12,14 @@ endforeach()
 
 # broadcast, reduce, gather, scatter: every algorithm and several roots.
 spmd_test(test_coll_rooted SOURCES mp/test_coll_rooted.c ARGS 1 2 3 LABELS mp TIMEOUT 200)
-foreach(w 4 5 8)
+foreach(w 4 5 7 8)
   add_test(NAME test_coll_rooted_w${w} COMMAND test_coll_rooted ${w})
   set_tests_properties(test_coll_rooted_w${w} PROPERTIES TIMEOUT 200 LABELS mp)
 endforeach()
 
 # all_gather (flat, list, in place), reduce_scatter, all_to_all(_v), barrier.
 spmd_test(test_coll_gather SOURCES mp/test_coll_gather.c ARGS 1 2 3 LABELS mp TIMEOUT 200)
-foreach(w 4 5 7 16)
+foreach(w 4 5 7 8 16)
   add_test(NAME test_coll_gather_w${w} COMMAND test_coll_gather ${w})
   set_tests_properties(test_coll_gather_w${w} PROPERTIES TIMEOUT 200 LABELS mp)
 endforeach()
