@@ -30,7 +30,7 @@
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 #define ANY_SIZE SIZE_MAX
-#define ANY_WORLD 1 << 30
+#define ANY_WORLD (1 << 30)
 #define BY_NAME_ONLY 0, 0, 0, 0
 
 typedef struct {
