@@ -14,7 +14,7 @@ build:
 
 # The main job: the seed CNN on Fashion-MNIST, 2 processes under spmdrun.
 demo: build
-	$(BUILD)/tools/spmdrun --nproc-per-node 2 $(BUILD)/tools/spmd-train --model cnn --epochs 1
+	$(BUILD)/tools/spmdrun --standalone --nproc-per-node 2 $(BUILD)/tools/spmd-train --model cnn --epochs 1
 
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
