@@ -105,7 +105,6 @@ static void *exec_main(void *arg) {
         spmd__work_complete(w, st, msg);
         pthread_mutex_lock(&e->mu);
         e->busy = 0;
-        pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -133,7 +132,9 @@ void spmd__exec_help(spmd_work *w) {
     spmd__work_complete(w, st, msg);
     pthread_mutex_lock(&e->mu);
     e->busy = 0;
-    pthread_cond_broadcast(&e->cv);
+    /* Only the executor thread waits on cv, and only for queued work: an
+     * idle thread woken for nothing would steal a core from the next call. */
+    if (e->head) pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -196,7 +197,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
         spmd__coll_args_free(a);
         pthread_mutex_lock(&e->mu);
         e->busy = 0;
-        pthread_cond_broadcast(&e->cv);
+        if (e->head) pthread_cond_broadcast(&e->cv); /* async work queued meanwhile */
         pthread_mutex_unlock(&e->mu);
         if (st) spmd__group_error(g, st, "%s", msg);
         return st;
