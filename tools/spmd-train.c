@@ -4,13 +4,15 @@
  *   spmdrun -n 2 spmd-train --model cnn --epochs 3     two ranks
  *
  * One process when no launcher variables are set (world 1, no socket); under
- * a launcher (WORLD_SIZE set) the ranks form a group, rank 0's parameters are
- * broadcast, every rank trains on its DistributedSampler shard and gradients
- * are averaged after backward (seed 000's average_gradients: one all_reduce
- * of the whole contiguous gradient buffer, divided by the world size).  After
- * each epoch the test set is evaluated sharded across ranks and the counts
- * all-reduced (seed 004).  Checkpoints (safetensors, torch state_dict names)
- * hold everything an exact continuation needs.
+ * a launcher (WORLD_SIZE set) the ranks form a group and every rank trains on
+ * its DistributedSampler shard.  Gradients cross ranks through the DDP
+ * reducer (spmd/ddp.h: rank 0's parameters and buffers broadcast at
+ * construction, gradient buckets all-reduced while backward is still running)
+ * or, with --sync average, seed 000's average_gradients (one all_reduce of the
+ * whole gradient buffer after backward).  --sync-bn makes BatchNorm layers
+ * SyncBatchNorm.  After each epoch the test set is evaluated sharded across
+ * ranks and the counts all-reduced (seed 004).  Checkpoints (safetensors,
+ * torch state_dict names) hold everything an exact continuation needs.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,8 +25,10 @@
 #include <unistd.h>
 #include <cblas.h>
 #include "spmd/data.h"
+#include "spmd/ddp.h"
 #include "spmd/group.h"
 #include "spmd/nn.h"
+#include "spmd/syncbn.h"
 
 #define ERRLEN 512
 
@@ -49,6 +53,12 @@ typedef struct {
     int log_every;
     int eval;
     long train_samples;  /* 0: the whole training set */
+    int sync_average;    /* 1: --sync average (seed 000's average_gradients) */
+    int no_overlap;      /* DDP: reduce every bucket after backward */
+    float bucket_cap_mb; /* DDP: 0 = the reducer's default (25 MiB) */
+    spmd_ddp_compression compression;
+    int sync_bn;
+    int check_sync;
 } options;
 
 static void usage(FILE *f) {
@@ -76,6 +86,14 @@ static void usage(FILE *f) {
         "  --train-samples N    train on the first N examples only (quick runs, tests)\n"
         "  --no-eval            skip the test-set evaluation\n"
         "  --no-dropout         dropout layers become the identity\n"
+        "  --sync ddp|average   gradient synchronisation (world > 1): the DDP reducer, or seed\n"
+        "                       000's average_gradients after backward    (ddp)\n"
+        "  --no-overlap         DDP: reduce all buckets after backward instead of during it\n"
+        "  --bucket-cap-mb X    DDP: bucket size cap in MiB              (25; first bucket <= 1)\n"
+        "  --grad-compression C DDP: none | fp16 | bf16 on the wire      (none)\n"
+        "  --sync-bn            BatchNorm layers use the global batch's statistics (SyncBatchNorm)\n"
+        "  --check-sync         at the end, fail unless every rank holds identical parameters\n"
+        "                       and optimizer state (and BatchNorm buffers with --sync-bn)\n"
         "  --quiet              only errors and the final summary\n"
         "  --help               this text\n"
         "\n"
@@ -112,7 +130,7 @@ static int parse_float(const char *opt, const char *s, float *out) {
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -122,6 +140,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
         else if (strcmp(a, "--no-dropout") == 0) o->dropout = 0;
         else if (strcmp(a, "--no-eval") == 0) o->eval = 0;
+        else if (strcmp(a, "--no-overlap") == 0) o->no_overlap = 1;
+        else if (strcmp(a, "--sync-bn") == 0) o->sync_bn = 1;
+        else if (strcmp(a, "--check-sync") == 0) o->check_sync = 1;
         else if (!v) {
             fprintf(stderr, "spmd-train: unknown option or missing value: %s (see --help)\n", a);
             return -1;
@@ -159,6 +180,27 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (parse_float(a, v, &o->momentum)) return -1;
             } else if (strcmp(a, "--weight-decay") == 0) {
                 if (parse_float(a, v, &o->weight_decay)) return -1;
+            } else if (strcmp(a, "--bucket-cap-mb") == 0) {
+                if (parse_float(a, v, &o->bucket_cap_mb)) return -1;
+                if (!(o->bucket_cap_mb > 0.0f) || o->bucket_cap_mb > 65536.0f) {
+                    fprintf(stderr, "spmd-train: --bucket-cap-mb needs a size in (0, 65536] MiB, got '%s'\n", v);
+                    return -1;
+                }
+            } else if (strcmp(a, "--sync") == 0) {
+                if (strcmp(v, "ddp") == 0) o->sync_average = 0;
+                else if (strcmp(v, "average") == 0) o->sync_average = 1;
+                else {
+                    fprintf(stderr, "spmd-train: --sync must be ddp or average, got '%s'\n", v);
+                    return -1;
+                }
+            } else if (strcmp(a, "--grad-compression") == 0) {
+                if (strcmp(v, "none") == 0) o->compression = SPMD_DDP_COMPRESS_NONE;
+                else if (strcmp(v, "fp16") == 0) o->compression = SPMD_DDP_COMPRESS_FP16;
+                else if (strcmp(v, "bf16") == 0) o->compression = SPMD_DDP_COMPRESS_BF16;
+                else {
+                    fprintf(stderr, "spmd-train: --grad-compression must be none, fp16 or bf16, got '%s'\n", v);
+                    return -1;
+                }
             } else if (strcmp(a, "--optimizer") == 0) {
                 if (spmd_optim_parse(v, &o->optimizer) != SPMD_OK) {
                     fprintf(stderr, "spmd-train: --optimizer must be sgd, adam or adamw, got '%s'\n", v);
@@ -176,6 +218,11 @@ static int parse_args(int argc, char **argv, options *o) {
                 o->model);
         return -1;
     }
+    if (o->sync_average && (o->no_overlap || o->bucket_cap_mb > 0.0f || o->compression)) {
+        fprintf(stderr, "spmd-train: --no-overlap, --bucket-cap-mb and --grad-compression belong to "
+                        "--sync ddp, not --sync average\n");
+        return -1;
+    }
     if (o->resume && !o->ckpt_dir) {
         fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir (see --help)\n");
         return -1;
@@ -187,6 +234,7 @@ static int parse_args(int argc, char **argv, options *o) {
 
 typedef struct {
     double data, fwd, bwd, comm, opt;   /* seconds summed over steps */
+    double prep;                        /* DDP: spmd_ddp_prepare (buffer broadcast) */
     long steps;
 } timing;
 
@@ -198,6 +246,7 @@ typedef struct {
 typedef struct {
     options o;
     spmd_group *g;          /* NULL for a single process */
+    spmd_ddp *ddp;          /* the reducer (world > 1 and --sync ddp) */
     int rank, world;
     spmd_model *model;
     spmd_optim *optim;
@@ -243,27 +292,117 @@ static int fail(trainer *t, const char *what, spmd_status st) {
 }
 
 /* ---- gradient synchronisation ---------------------------------------------
- * The only place gradients cross ranks.  The plain form is seed 000's
- * average_gradients: after backward, one all_reduce(SUM) of the whole
- * contiguous gradient buffer, then a division by the world size.  A DDP
- * reducer replaces this pair: grad_sync_hook() is handed to backward as the
- * grad_ready callback (so buckets can start as soon as their gradients are
- * final) and grad_sync_finish() waits for the outstanding work. */
+ * The only place gradients cross ranks, in three calls around backward:
+ * grad_sync_prepare (before forward), grad_sync_hook (handed to backward as
+ * its grad_ready callback) and grad_sync_finish (after backward, before the
+ * optimizer).  With the DDP reducer these are spmd_ddp_prepare,
+ * spmd_ddp_grad_ready_hook (buckets start while earlier layers are still in
+ * backward) and spmd_ddp_finish.  With --sync average they are seed 000's
+ * average_gradients: nothing until backward ends, then one all_reduce(SUM) of
+ * the whole contiguous gradient buffer and a division by the world size. */
+
+static void set_err_group(trainer *t) {
+    snprintf(t->err, sizeof t->err, "%s", t->g ? spmd_group_errmsg(t->g) : "");
+}
+
+static void set_err_ddp(trainer *t) { snprintf(t->err, sizeof t->err, "%s", spmd_ddp_errmsg(t->ddp)); }
+
+/* model = DistributedDataParallel(model, bucket_cap_mb=...): every parameter
+ * in model order, the BatchNorm buffers, then finalize (which checks the
+ * ranks agree and broadcasts rank 0's parameters and buffers). */
+static spmd_status ddp_setup(trainer *t) {
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.overlap = !t->o.no_overlap;
+    o.compression = t->o.compression;
+    if (t->o.bucket_cap_mb > 0.0f) {
+        o.bucket_cap_bytes = (size_t)((double)t->o.bucket_cap_mb * 1048576.0);
+        if (o.bucket_cap_bytes < sizeof(float)) o.bucket_cap_bytes = sizeof(float);
+        /* torch keeps its 1 MiB first bucket; a smaller cap applies to it too */
+        if (o.first_bucket_bytes > o.bucket_cap_bytes) o.first_bucket_bytes = o.bucket_cap_bytes;
+    }
+    spmd_status st = spmd_ddp_create(t->g, &o, &t->ddp);
+    if (st != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "cannot create the reducer");
+        return st;
+    }
+    for (int i = 0; i < spmd_model_num_params(t->model) && st == SPMD_OK; i++) {
+        const spmd_tensor_info *p = spmd_model_param(t->model, i);
+        st = spmd_ddp_add_param(t->ddp, p->name, t->params + p->offset, t->grads + p->offset, p->count);
+    }
+    for (int i = 0; i < spmd_model_num_buffers(t->model) && st == SPMD_OK; i++) {
+        const spmd_tensor_info *b = spmd_model_buffer(t->model, i);
+        st = spmd_ddp_add_buffer(t->ddp, b->name, t->buffers + b->offset, b->count);
+    }
+    if (st == SPMD_OK) st = spmd_ddp_finalize(t->ddp);
+    if (st != SPMD_OK) set_err_ddp(t);
+    return st;
+}
+
+static spmd_status grad_sync_prepare(trainer *t) {
+    if (!t->ddp) return SPMD_OK;
+    spmd_status st = spmd_ddp_prepare(t->ddp);
+    if (st != SPMD_OK) set_err_ddp(t);
+    return st;
+}
 
 static void grad_sync_hook(void *ctx, int param_index) {
-    (void)ctx;
-    (void)param_index;   /* the plain all_reduce waits for the whole buffer */
+    trainer *t = ctx;
+    /* the plain all_reduce waits for the whole buffer */
+    if (t->ddp) spmd_ddp_grad_ready_hook(t->ddp, param_index);
 }
 
 static spmd_status grad_sync_finish(trainer *t) {
     if (!t->g || t->world == 1) return SPMD_OK;
+    if (t->ddp) {
+        spmd_status st = spmd_ddp_finish(t->ddp);
+        if (st != SPMD_OK) set_err_ddp(t);
+        return st;
+    }
     spmd_status st = spmd_all_reduce(t->g, t->grads, t->grads, t->nparams, SPMD_F32, SPMD_SUM);
     if (st != SPMD_OK) {
-        snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+        set_err_group(t);
         return st;
     }
     const float inv = 1.0f / (float)t->world;
     for (size_t i = 0; i < t->nparams; i++) t->grads[i] *= inv;
+    return SPMD_OK;
+}
+
+/* --check-sync: data parallelism keeps every rank's replica identical.  A
+ * 64-bit hash of the parameters and the optimizer state (and of the
+ * BatchNorm buffers under SyncBatchNorm, the only mode in which they agree
+ * after a local forward) is all-reduced as {MAX(h), MAX(~h)} = {max, ~min}. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static spmd_status check_sync(trainer *t) {
+    uint64_t h = 1469598103934665603ull;
+    h = fnv1a(h, t->params, t->nparams * sizeof(float));
+    size_t ns;
+    float *os = spmd_optim_state(t->optim, &ns);
+    h = fnv1a(h, os, ns * sizeof(float));
+    int with_buffers = t->nbuffers && spmd_model_is_syncbn(t->model);
+    if (with_buffers) h = fnv1a(h, t->buffers, t->nbuffers * sizeof(float));
+    int64_t v[2] = {(int64_t)h, (int64_t)~h};
+    if (t->g) {
+        spmd_status st = spmd_all_reduce(t->g, v, v, 2, SPMD_I64, SPMD_MAX);
+        if (st != SPMD_OK) {
+            set_err_group(t);
+            return st;
+        }
+    }
+    uint64_t hi = (uint64_t)v[0], lo = ~(uint64_t)v[1];
+    if (hi != lo) {
+        snprintf(t->err, sizeof t->err,
+                 "the ranks' replicas differ (hash here %016llx, min %016llx, max %016llx over %d ranks)",
+                 (unsigned long long)h, (unsigned long long)lo, (unsigned long long)hi, t->world);
+        return SPMD_ERR_MISMATCH;
+    }
+    say(t, "check-sync: parameters, optimizer state%s identical on all %d rank(s) (hash %016llx)\n",
+        with_buffers ? " and BatchNorm buffers" : "", t->world, (unsigned long long)h);
     return SPMD_OK;
 }
 
@@ -562,6 +701,30 @@ static spmd_status evaluate(trainer *t, double *acc) {
 
 /* ---- training ---------------------------------------------------------------- */
 
+/* Uneven inputs.  Every rank must run the same number of steps, or the ranks
+ * with more batches wait forever in a collective the others never join.
+ * spmd-train's DistributedSampler pads the data set to a multiple of the world
+ * size (as torch's does), so every rank has the same number of samples and
+ * so of batches, and --steps counts global steps: the counts are always
+ * equal and the reducer's join (spmd_ddp_join) is not needed.  This check
+ * (one small all_reduce per epoch) turns a future violation into an error
+ * instead of a hang. */
+static spmd_status check_equal_batches(trainer *t, long batches) {
+    if (!t->g || t->world == 1) return SPMD_OK;
+    int64_t v[2] = {batches, ~(int64_t)batches};
+    spmd_status st = spmd_all_reduce(t->g, v, v, 2, SPMD_I64, SPMD_MAX);
+    if (st != SPMD_OK) {
+        set_err_group(t);
+        return st;
+    }
+    if (v[0] != ~v[1]) {
+        snprintf(t->err, sizeof t->err, "ranks have between %lld and %lld batches left this epoch (here %ld)",
+                 (long long)~v[1], (long long)v[0], batches);
+        return SPMD_ERR_MISMATCH;
+    }
+    return SPMD_OK;
+}
+
 /* One optimizer step on the batch idx[0..b): forward, loss, backward,
  * gradient sync, update.  Returns the rank-local loss in *loss. */
 static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *loss) {
@@ -570,15 +733,23 @@ static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *lo
                                         SPMD_FASHION_MNIST_STD, t->x, t->y);
     if (st != SPMD_OK) return st;
     double t1 = now_s();
+    if ((st = grad_sync_prepare(t)) != SPMD_OK) return st;
+    double t1b = now_s();
     spmd_model_zero_grad(t->model);
     const float *logits;
     st = spmd_model_forward(t->model, t->x, (int)b, &logits);
-    if (st != SPMD_OK) return st;
+    if (st != SPMD_OK) {   /* SyncBatchNorm's all_reduce is the only way forward fails mid-way */
+        if (t->g && spmd_model_is_syncbn(t->model)) set_err_group(t);
+        return st;
+    }
     *loss = spmd_cross_entropy(t->dlogits, logits, t->y, (int)b,
                                spmd_model_num_outputs(t->model), NULL);
     double t2 = now_s();
     st = spmd_model_backward(t->model, t->dlogits, grad_sync_hook, t);
-    if (st != SPMD_OK) return st;
+    if (st != SPMD_OK) {
+        if (t->g && spmd_model_is_syncbn(t->model)) set_err_group(t);
+        return st;
+    }
     double t3 = now_s();
     st = grad_sync_finish(t);
     if (st != SPMD_OK) return st;
@@ -586,7 +757,8 @@ static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *lo
     spmd_optim_step(t->optim, t->params, t->grads);
     double t5 = now_s();
     t->t.data += t1 - t0;
-    t->t.fwd += t2 - t1;
+    t->t.prep += t1b - t1;
+    t->t.fwd += t2 - t1b;
     t->t.bwd += t3 - t2;
     t->t.comm += t4 - t3;
     t->t.opt += t5 - t4;
@@ -657,12 +829,19 @@ static int setup(trainer *t) {
     t->dlogits = malloc(sizeof(float) * (size_t)t->o.batch * (size_t)mo.num_classes);
     if (!t->x || !t->y || !t->dlogits) return fail(t, "batch buffers", SPMD_ERR_NOMEM);
 
-    /* every rank starts from rank 0's weights (DDP's broadcast at construction) */
-    if (t->g) {
+    /* SyncBatchNorm needs other ranks: at world 1 it is plain BatchNorm */
+    if (t->o.sync_bn && t->world > 1 &&
+        (st = spmd_model_set_syncbn(t->model, spmd_syncbn_group_reduce, t->g)) != SPMD_OK)
+        return fail(t, "SyncBatchNorm", st);
+    /* every rank starts from rank 0's weights: the reducer broadcasts them at
+     * construction (as DDP's constructor does), the plain path by hand */
+    if (t->g && t->world > 1 && !t->o.sync_average) {
+        if ((st = ddp_setup(t)) != SPMD_OK) return fail(t, "DDP reducer", st);
+    } else if (t->g) {
         if ((st = spmd_broadcast(t->g, t->params, t->nparams, SPMD_F32, 0)) != SPMD_OK ||
             (t->nbuffers &&
              (st = spmd_broadcast(t->g, t->buffers, t->nbuffers, SPMD_F32, 0)) != SPMD_OK)) {
-            snprintf(t->err, sizeof t->err, "%s", spmd_group_errmsg(t->g));
+            set_err_group(t);
             return fail(t, "broadcast of the initial parameters", st);
         }
     }
@@ -698,6 +877,16 @@ static int run(trainer *t) {
            "BLAS: OpenBLAS %s kernels, %d thread(s) per rank\n",
         t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), (double)t->o.lr,
         t->o.epochs, limit, openblas_get_corename(), openblas_get_num_threads());
+    if (t->ddp)
+        say(t, "gradient sync: DDP reducer, %d bucket(s) (cap %g MiB), %s, compression %s%s\n",
+            spmd_ddp_num_buckets(t->ddp), t->o.bucket_cap_mb > 0.0f ? (double)t->o.bucket_cap_mb : 25.0,
+            t->o.no_overlap ? "all reduced after backward" : "overlapped with backward",
+            t->o.compression == SPMD_DDP_COMPRESS_FP16 ? "fp16" :
+            t->o.compression == SPMD_DDP_COMPRESS_BF16 ? "bf16" : "none",
+            spmd_model_is_syncbn(t->model) ? ", SyncBatchNorm" : "");
+    else if (t->world > 1)
+        say(t, "gradient sync: average_gradients (one all_reduce of the whole buffer after backward)%s\n",
+            spmd_model_is_syncbn(t->model) ? ", SyncBatchNorm" : "");
     if (t->o.steps && t->global_step >= t->o.steps) stopped = 1;
     for (; t->epoch < t->o.epochs && !stopped; t->epoch++) {
         if ((st = spmd_sampler_set_epoch(t->train_sampler, (uint64_t)t->epoch)) != SPMD_OK)
@@ -706,6 +895,8 @@ static int run(trainer *t) {
         spmd_batch_iter_init(&it, spmd_sampler_indices(t->train_sampler),
                              spmd_sampler_num_samples(t->train_sampler), (size_t)t->o.batch, 0);
         long per_epoch = (long)spmd_batch_iter_count(&it);
+        if ((st = check_equal_batches(t, per_epoch - t->step_in_epoch)) != SPMD_OK)
+            return fail(t, "uneven inputs", st);
         const size_t *bi;
         size_t bn;
         for (long s = 0; s < t->step_in_epoch && spmd_batch_iter_next(&it, &bi, &bn); s++) {}
@@ -769,12 +960,17 @@ static int run(trainer *t) {
                t->o.model, t->world, t->t.steps, samples, train_time,
                train_time > 0 ? samples / train_time : 0.0, last_acc >= 0 ? "" : "\n");
         if (last_acc >= 0) printf(", test accuracy %.4f\n", last_acc);
+        /* communication: for DDP the wait inside spmd_ddp_finish (what
+         * overlap did not hide), for average_gradients the whole all_reduce */
         printf("time per step: data %.3f ms, forward %.3f ms, backward %.3f ms, communication "
-               "%.3f ms, optimizer %.3f ms\n",
+               "%.3f ms, optimizer %.3f ms",
                1e3 * t->t.data / n, 1e3 * t->t.fwd / n, 1e3 * t->t.bwd / n, 1e3 * t->t.comm / n,
                1e3 * t->t.opt / n);
+        if (t->ddp && t->nbuffers) printf(", buffer broadcast %.3f ms", 1e3 * t->t.prep / n);
+        printf("\n");
         fflush(stdout);
     }
+    if (t->o.check_sync && (st = check_sync(t)) != SPMD_OK) return fail(t, "check-sync", st);
     plot(t);
     return 0;
 }
@@ -799,6 +995,7 @@ int main(int argc, char **argv) {
     spmd_sampler_free(t.train_sampler);
     spmd_sampler_free(t.test_sampler);
     spmd_optim_free(t.optim);
+    spmd_ddp_free(t.ddp);
     spmd_model_free(t.model);
     spmd_dataset_free(&t.train);
     spmd_dataset_free(&t.test);

@@ -193,6 +193,20 @@ void spmd_model_zero_grad(spmd_model *m);
 void spmd_model_train(spmd_model *m, int training);
 int spmd_model_is_training(const spmd_model *m);
 
+/* SyncBatchNorm for the whole model (torch.nn.SyncBatchNorm.convert_sync_batchnorm):
+ * with a reduce function set, every BatchNorm layer in train mode takes its
+ * batch statistics over all ranks — forward and backward each call
+ * reduce(ctx, buf, n), which must sum the n doubles of buf in place over
+ * every rank (spmd_syncbn_group_reduce in spmd/syncbn.h with a group as ctx).
+ * Eval mode still uses the running statistics.  reduce NULL: plain BatchNorm
+ * again.  A no-op for models without BatchNorm.  A failing reduce makes
+ * spmd_model_forward/backward return its status.  ctx must stay valid while
+ * set; the model calls reduce from the thread that runs forward/backward. */
+typedef spmd_status (*spmd_bn_reduce_fn)(void *ctx, double *buf, size_t n);
+spmd_status spmd_model_set_syncbn(spmd_model *m, spmd_bn_reduce_fn reduce, void *ctx);
+/* 1 when a reduce function is set and the model has BatchNorm layers. */
+int spmd_model_is_syncbn(const spmd_model *m);
+
 /* The dropout RNG: seed it per rank for reproducible runs; get/set its state
  * for checkpoints. */
 void spmd_model_seed_dropout(spmd_model *m, uint64_t seed, uint64_t stream);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nn/internal.h"
+#include "spmd/syncbn.h"
 
 static void fail(spmd_model *m, spmd_status st, const char *fmt, ...) {
     if (m->err != SPMD_OK) return;
@@ -389,6 +390,9 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
         spmd_status st = alloc_batch(m, B);
         if (st != SPMD_OK) return st;
     }
+    /* train-mode BatchNorm over the global batch when SyncBatchNorm is on */
+    const int sync = m->training && m->bn_reduce != NULL;
+    m->fwd_ready = 0;
     spmd__act *a0 = &m->acts[0];
     if (!a0->flat && m->in_c > 1) spmd_flatten_backward(a0->data, x, m->in_c, B, m->in_h * m->in_w, 0);
     else a0->data = (float *)x;   /* read only: no node writes to act 0 */
@@ -406,6 +410,17 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
                                 n->col, &n->conv, B);
             break;
         case SPMD__OP_BN:
+            if (sync) {
+                spmd_status st = spmd_syncbn_forward(
+                    out->data, n->mean, n->rstd, in->data, P(m, n->p0), P(m, n->p0 + 1),
+                    m->buf_mem + m->bufs[n->b0].offset, m->buf_mem + m->bufs[n->b0 + 1].offset,
+                    out->c, B, out->h * out->w, m->bn_reduce, m->bn_ctx, m->bn_scratch);
+                if (st != SPMD_OK) {
+                    m->fwd_ready = 0;
+                    return st;
+                }
+                break;
+            }
             spmd_batchnorm_forward(out->data, n->mean, n->rstd, in->data, P(m, n->p0),
                                    P(m, n->p0 + 1), m->buf_mem + m->bufs[n->b0].offset,
                                    m->buf_mem + m->bufs[n->b0 + 1].offset, out->c, B,
@@ -435,6 +450,7 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
     }
     m->batch = B;
     m->fwd_ready = 1;
+    m->fwd_sync = sync;
     if (logits) *logits = m->acts[m->nacts - 1].data;
     return SPMD_OK;
 }
@@ -470,6 +486,14 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
                                  n->acc_in);
             break;
         case SPMD__OP_BN:
+            if (m->fwd_sync) {
+                spmd_status st = spmd_syncbn_backward(din, G(m, n->p0), G(m, n->p0 + 1), out->grad,
+                                                      in->data, n->mean, n->rstd, P(m, n->p0), out->c,
+                                                      B, out->h * out->w, n->acc_in, m->bn_reduce,
+                                                      m->bn_ctx, m->bn_scratch);
+                if (st != SPMD_OK) return st;
+                break;
+            }
             spmd_batchnorm_backward(din, G(m, n->p0), G(m, n->p0 + 1), out->grad, in->data, n->mean,
                                     n->rstd, P(m, n->p0), out->c, B, out->h * out->w, m->training,
                                     n->acc_in);
@@ -513,8 +537,32 @@ void spmd_model_free(spmd_model *m) {
     free(m->params); free(m->bufs); free(m->acts); free(m->nodes);
     free(m->param_mem); free(m->grad_mem); free(m->buf_mem);
     free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
+    free(m->bn_scratch);
     free(m);
 }
+
+spmd_status spmd_model_set_syncbn(spmd_model *m, spmd_bn_reduce_fn reduce, void *ctx) {
+    if (!m) return SPMD_ERR_INVALID;
+    int widest = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].op == SPMD__OP_BN && m->acts[m->nodes[i].out].c > widest)
+            widest = m->acts[m->nodes[i].out].c;
+    if (!reduce || widest == 0) {   /* off, or nothing to synchronise */
+        m->bn_reduce = NULL;
+        m->bn_ctx = NULL;
+        return SPMD_OK;
+    }
+    if (!m->bn_scratch) {
+        m->bn_scratch = malloc(sizeof(double) * (2 * (size_t)widest + 1));
+        if (!m->bn_scratch) return SPMD_ERR_NOMEM;
+    }
+    m->bn_reduce = reduce;
+    m->bn_ctx = ctx;
+    m->fwd_ready = 0;   /* a backward must follow a forward of the same kind */
+    return SPMD_OK;
+}
+
+int spmd_model_is_syncbn(const spmd_model *m) { return m && m->bn_reduce != NULL; }
 
 const char *spmd_model_arch(const spmd_model *m) { return m->arch; }
 void spmd_model_input_shape(const spmd_model *m, int *c, int *h, int *w) {

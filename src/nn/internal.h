@@ -91,6 +91,13 @@ struct spmd_model {
     int bmax;             /* batch the activation memory is sized for */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
+    /* SyncBatchNorm (spmd_model_set_syncbn): the cross-rank reduce, its
+     * scratch (2 * widest BatchNorm + 1 doubles), and whether the last
+     * forward used it (backward must match the forward) */
+    spmd_bn_reduce_fn bn_reduce;
+    void *bn_ctx;
+    double *bn_scratch;
+    int fwd_sync;
 };
 
 /* ---- builder (each returns the new activation id, or -1 after recording
