@@ -27,12 +27,12 @@ static int killed_peer(int idx, void *arg) {
     CHILD_REQUIRE(spmd_group_init(NULL, &g, err, sizeof err) == SPMD_OK, "%s", err);
     int32_t token = 0;
     if (idx == 2) {
-        /* Tell both others we are here, then die without a goodbye. */
-        CHILD_REQUIRE(spmd_send(g, &token, 1, SPMD_I32, 0, 1) == SPMD_OK, "%s", spmd_group_errmsg(g));
-        CHILD_REQUIRE(spmd_send(g, &token, 1, SPMD_I32, 1, 1) == SPMD_OK, "%s", spmd_group_errmsg(g));
+        /* Once both others have answered, die without a goodbye. */
+        CHILD_REQUIRE(spmd_recv(g, &token, 1, SPMD_I32, 0, 1, NULL) == SPMD_OK, "%s", spmd_group_errmsg(g));
+        CHILD_REQUIRE(spmd_recv(g, &token, 1, SPMD_I32, 1, 1, NULL) == SPMD_OK, "%s", spmd_group_errmsg(g));
         raise(SIGKILL);
     }
-    CHILD_REQUIRE(spmd_recv(g, &token, 1, SPMD_I32, 2, 1, NULL) == SPMD_OK, "%s", spmd_group_errmsg(g));
+    CHILD_REQUIRE(spmd_send(g, &token, 1, SPMD_I32, 2, 1) == SPMD_OK, "%s", spmd_group_errmsg(g));
     int64_t t0 = spmd__now_ms();
     spmd_status st = spmd_recv(g, &token, 1, SPMD_I32, 2, 2, NULL);
     int64_t took = spmd__now_ms() - t0;
