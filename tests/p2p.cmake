@@ -15,3 +15,4 @@ spmd_test(test_env_launchers SOURCES mp/test_env_launchers.c LABELS mp TIMEOUT 1
 add_test(NAME test_mpirun COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mp/test_mpirun.sh $<TARGET_FILE:netns_worker>)
 set_tests_properties(test_mpirun PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "mp")
 spmd_test(test_group_init SOURCES mp/test_group_init.c LABELS mp TIMEOUT 120)
+spmd_test(test_subgroup SOURCES mp/test_subgroup.c LABELS mp TIMEOUT 120)
