@@ -575,7 +575,7 @@ static void draw_plot(const opts_t *o) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "gnuplot -e \"set terminal pngcairo size 900,600 noenhanced; set output '%s'; set datafile separator ',';"
-             " set logscale x 2; set format x '%%.0s%%cB'; set xlabel 'size'; set ylabel 'busbw (GB/s)';"
+             " set logscale x 2; set format x '%%.0b%%BB'; set xlabel 'size'; set ylabel 'busbw (GB/s)';"
              " set key top left; set grid; set title 'spmd-bench %s';"
              " plot '%s' every ::1 using 2:10 with linespoints title 'out-of-place',"
              " '' every ::1 using 2:14 with linespoints title 'in-place'\"",
