@@ -1,0 +1,13 @@
+# spmd-train's DDP path end to end at world 2 under spmdrun (tests/mp/test_ddp_train.c):
+# every synchronisation path gives the same replicas, compression stays within
+# its precision, SyncBatchNorm at world 2 equals one process on the doubled
+# batch, and --check-sync notices diverged replicas.  Skips (77) without
+# Fashion-MNIST.
+foreach(mode paths compression syncbn check_sync)
+  spmd_test(test_ddp_train_${mode} SOURCES mp/test_ddp_train.c LIBS spmdnn ARGS ${mode}
+            LABELS "mp;nn;ddp" TIMEOUT 180)
+  target_compile_definitions(test_ddp_train_${mode} PRIVATE SPMD_TRAIN_EXE="$<TARGET_FILE:spmd-train>"
+                             SPMDRUN_EXE="$<TARGET_FILE:spmdrun>")
+  add_dependencies(test_ddp_train_${mode} spmd-train spmdrun)
+  set_tests_properties(test_ddp_train_${mode} PROPERTIES SKIP_RETURN_CODE 77)
+endforeach()

@@ -1,0 +1,267 @@
+/* test_ddp_train.c — spmd-train's gradient synchronisation end to end, at
+ * world 2 under spmdrun (needs Fashion-MNIST; exits 77, "skipped", without it).
+ *
+ *   paths        the DDP reducer (overlapped, --no-overlap, --bucket-cap-mb
+ *                0.1) and --sync average give bit-identical checkpoints after
+ *                a few CNN steps (at world 2 every path sums the same two
+ *                numbers per element and divides by 2), and every run passes
+ *                --check-sync (identical replicas on both ranks)
+ *   compression  --grad-compression fp16 / bf16: --check-sync passes and the
+ *                parameters stay within the format's precision of the fp32 run
+ *   syncbn       resnet18 with --sync-bn at world 2, batch 2 per rank, equals
+ *                world 1 with batch 4 within 1e-4 (after one step:
+ *                parameters, gradients, BatchNorm running statistics; after
+ *                two: parameters and statistics); without --sync-bn it does
+ *                not (so the comparison has teeth); resnet18 with plain
+ *                BatchNorm under DDP passes --check-sync
+ *   check_sync   ranks that train with different learning rates diverge, and
+ *                --check-sync must fail: the check can see a difference
+ */
+#include <math.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+#include "spmd/data.h"
+
+#if !defined(SPMD_TRAIN_EXE) || !defined(SPMDRUN_EXE)
+#error "SPMD_TRAIN_EXE and SPMDRUN_EXE must name the binaries"
+#endif
+
+static char tmpdir[256];
+
+/* Run argv (NULL-terminated); world 1 runs spmd-train itself, world 2 runs it
+ * under spmdrun.  Returns the exit status (-1 for a signal). */
+static int run(int world, char **args) {
+    char *argv[64];
+    int n = 0;
+    if (world > 1) {
+        static char nproc[8];
+        snprintf(nproc, sizeof nproc, "%d", world);
+        argv[n++] = "spmdrun";
+        argv[n++] = "--nproc-per-node";
+        argv[n++] = nproc;
+        argv[n++] = SPMD_TRAIN_EXE;
+    } else {
+        argv[n++] = "spmd-train";
+    }
+    for (int i = 1; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        unsetenv("WORLD_SIZE");   /* world 1 must really be one process */
+        execv(world > 1 ? SPMDRUN_EXE : SPMD_TRAIN_EXE, argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {}
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Largest |a - b| / (|b| + 1) over the model and (with_optim) optimizer
+ * tensors of two checkpoints (the trainer's own rows — position, per-rank
+ * RNGs — differ with the world size and are skipped); -1 when they cannot be
+ * compared. */
+static double max_diff_sel(const char *a, const char *b, int with_optim) {
+    spmd_ckpt *ca = NULL, *cb = NULL;
+    char err[512];
+    if (spmd_ckpt_open(a, &ca, err, sizeof err) != SPMD_OK || spmd_ckpt_open(b, &cb, err, sizeof err) != SPMD_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        spmd_ckpt_close(ca);
+        return -1;
+    }
+    double worst = 0;
+    size_t compared = 0;
+    for (size_t i = 0; i < spmd_ckpt_count(ca) && worst >= 0; i++) {
+        spmd_ckpt_info ia, ib;
+        if (spmd_ckpt_info_at(ca, i, &ia) != SPMD_OK) { worst = -1; break; }
+        if (strncmp(ia.name, "trainer.", 8) == 0) continue;
+        if (!with_optim && strncmp(ia.name, "optimizer.", 10) == 0) continue;
+        if (spmd_ckpt_find(cb, ia.name, &ib) != SPMD_OK || ia.nbytes != ib.nbytes || ia.dtype != SPMD_F32) {
+            fprintf(stderr, "tensor %s missing or of another shape\n", ia.name);
+            worst = -1;
+            break;
+        }
+        spmd_ckpt_tensor ta = {ia.name, ia.dtype, ia.ndim, {0}, malloc(ia.nbytes + 1)};
+        spmd_ckpt_tensor tb = {ib.name, ib.dtype, ib.ndim, {0}, malloc(ib.nbytes + 1)};
+        memcpy(ta.shape, ia.shape, sizeof ta.shape);
+        memcpy(tb.shape, ib.shape, sizeof tb.shape);
+        if (!ta.data || !tb.data || spmd_ckpt_read(ca, &ta, err, sizeof err) != SPMD_OK ||
+            spmd_ckpt_read(cb, &tb, err, sizeof err) != SPMD_OK) {
+            worst = -1;
+        } else {
+            const float *x = ta.data, *y = tb.data;
+            double here = 0;
+            for (size_t k = 0; k < ia.nbytes / sizeof(float); k++) {
+                double d = fabs((double)x[k] - y[k]) / (fabs((double)y[k]) + 1.0);
+                if (!(d <= here)) here = d;   /* NaN counts as worst */
+            }
+            if (getenv("SPMD_TEST_VERBOSE")) fprintf(stderr, "  %-40s %g\n", ia.name, here);
+            if (here > worst || isnan(here)) worst = isnan(here) ? INFINITY : here;
+            compared++;
+        }
+        free(ta.data);
+        free(tb.data);
+    }
+    spmd_ckpt_close(ca);
+    spmd_ckpt_close(cb);
+    return compared ? worst : -1;
+}
+
+static double max_diff(const char *a, const char *b) { return max_diff_sel(a, b, 1); }
+
+static void ckpt_file(char *out, size_t len, const char *run_name) {
+    snprintf(out, len, "%s/%s/checkpoint.safetensors", tmpdir, run_name);
+}
+
+/* The CNN on a small prefix with dropout (each rank its own stream), with
+ * the extra flags; writes tmpdir/<name>/checkpoint.safetensors. */
+static int cnn_run(const char *name, const char *f1, const char *f2) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    char *args[] = {"spmd-train", "--model", "cnn", "--batch-size", "8", "--train-samples", "160",
+                    "--steps", "8", "--no-eval", "--quiet", "--check-sync", "--checkpoint-dir", dir,
+                    (char *)f1, (char *)f2, NULL};
+    return run(2, args);
+}
+
+static void test_paths(void) {
+    CHECK_MSG(cnn_run("ddp", NULL, NULL) == 0, "DDP run failed");
+    CHECK_MSG(cnn_run("average", "--sync", "average") == 0, "--sync average run failed");
+    CHECK_MSG(cnn_run("nooverlap", "--no-overlap", NULL) == 0, "--no-overlap run failed");
+    CHECK_MSG(cnn_run("smallbuckets", "--bucket-cap-mb", "0.1") == 0, "--bucket-cap-mb 0.1 run failed");
+    char a[512], b[512];
+    ckpt_file(a, sizeof a, "ddp");
+    const char *others[] = {"average", "nooverlap", "smallbuckets"};
+    for (int i = 0; i < 3; i++) {
+        ckpt_file(b, sizeof b, others[i]);
+        double d = max_diff(b, a);
+        printf("%-12s vs ddp: max relative difference %g\n", others[i], d);
+        CHECK_MSG(d == 0.0, "%s differs from the overlapped DDP run by %g", others[i], d);
+    }
+}
+
+static void test_compression(void) {
+    CHECK_MSG(cnn_run("ddp", NULL, NULL) == 0, "DDP run failed");
+    CHECK_MSG(cnn_run("fp16", "--grad-compression", "fp16") == 0, "fp16 run failed");
+    CHECK_MSG(cnn_run("bf16", "--grad-compression", "bf16") == 0, "bf16 run failed");
+    char a[512], b[512];
+    ckpt_file(a, sizeof a, "ddp");
+    /* 8 SGD steps at lr 0.01 of gradients rounded to 11 (fp16) or 8 (bf16)
+     * significant bits: far below these bounds, yet not exact */
+    const char *names[] = {"fp16", "bf16"};
+    const double tol[] = {1e-4, 1e-3};
+    for (int i = 0; i < 2; i++) {
+        ckpt_file(b, sizeof b, names[i]);
+        double d = max_diff(b, a);
+        printf("%s vs fp32: max relative difference %g\n", names[i], d);
+        CHECK_MSG(d > 0.0 && d <= tol[i], "%s vs fp32: %g not in (0, %g]", names[i], d, tol[i]);
+    }
+}
+
+/* resnet18, batch 2 per rank at world 2 or 4 in one process, SGD lr 0.001
+ * momentum 0.5, `steps` steps. */
+static int resnet_run(const char *name, int world, int steps, const char *f1) {
+    char dir[400], st[16];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(st, sizeof st, "%d", steps);
+    char *args[] = {"spmd-train", "--model", "resnet18", "--batch-size", world == 1 ? "4" : "2",
+                    "--train-samples", "40", "--steps", st, "--lr", "0.001", "--no-eval", "--quiet",
+                    "--no-dropout", "--checkpoint-dir", dir, "--check-sync", (char *)f1, NULL};
+    return run(world, args);
+}
+
+/* Step 1 compares everything, the momentum buffer included (after one step
+ * it IS the averaged gradient).  Step 2 compares parameters and BatchNorm
+ * statistics only: resnet18's second gradient on 4 images is chaotic — in
+ * one process, changing the learning rate by 1e-6 (relative) moves some of
+ * its elements by 5e-3 — so it cannot tell SyncBatchNorm's rounding from
+ * one process's; the parameters, which move by lr x that, can. */
+static void test_syncbn(void) {
+    CHECK_MSG(resnet_run("one1", 1, 1, NULL) == 0, "world 1 run failed");
+    CHECK_MSG(resnet_run("sync1", 2, 1, "--sync-bn") == 0, "--sync-bn run failed");
+    CHECK_MSG(resnet_run("local1", 2, 1, NULL) == 0, "plain BatchNorm DDP run failed");
+    CHECK_MSG(resnet_run("one2", 1, 2, NULL) == 0, "world 1 run failed");
+    CHECK_MSG(resnet_run("sync2", 2, 2, "--sync-bn") == 0, "--sync-bn run failed");
+    char a[512], b[512];
+    ckpt_file(a, sizeof a, "one1");
+    ckpt_file(b, sizeof b, "sync1");
+    double d = max_diff(b, a);
+    printf("resnet18, 1 step: --sync-bn world 2 x batch 2 vs world 1 x batch 4: max relative difference %g\n", d);
+    CHECK_MSG(d >= 0 && d <= 1e-4, "SyncBatchNorm at world 2 differs from one process by %g", d);
+    ckpt_file(b, sizeof b, "local1");
+    d = max_diff(b, a);
+    printf("resnet18, 1 step: plain BatchNorm world 2 vs world 1: max relative difference %g\n", d);
+    CHECK_MSG(d > 1e-3, "per-rank BatchNorm should differ from the global batch, got %g", d);
+    ckpt_file(a, sizeof a, "one2");
+    ckpt_file(b, sizeof b, "sync2");
+    d = max_diff_sel(b, a, 0);
+    printf("resnet18, 2 steps: --sync-bn world 2 vs world 1, parameters and buffers: max relative difference %g\n", d);
+    CHECK_MSG(d >= 0 && d <= 1e-4, "SyncBatchNorm at world 2 differs from one process by %g after 2 steps", d);
+}
+
+/* spmdrun argv...; its exit status (-1 for a signal or no start). */
+static int spmdrun(char **argv) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execv(SPMDRUN_EXE, argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {}
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_check_sync(void) {
+    /* rank r trains with lr 0.01 * (r + 1): the replicas part after step 1 */
+    char *differ[] = {"spmdrun", "--nproc-per-node", "2", "/bin/sh", "-c",
+                      "exec \"$0\" --model mlp --batch-size 8 --train-samples 64 --steps 2 --no-eval "
+                      "--quiet --check-sync --lr 0.0$((RANK + 1))",
+                      SPMD_TRAIN_EXE, NULL};
+    int rc = spmdrun(differ);
+    printf("diverged replicas: spmdrun exit status %d\n", rc);
+    CHECK_MSG(rc > 0 && rc != 127, "--check-sync did not notice different replicas (exit %d)", rc);
+    /* the same command with equal learning rates passes */
+    char *same[] = {"spmdrun", "--nproc-per-node", "2", "/bin/sh", "-c",
+                    "exec \"$0\" --model mlp --batch-size 8 --train-samples 64 --steps 2 --no-eval "
+                    "--quiet --check-sync --lr 0.01",
+                    SPMD_TRAIN_EXE, NULL};
+    rc = spmdrun(same);
+    CHECK_MSG(rc == 0, "equal replicas failed --check-sync (exit %d)", rc);
+}
+
+static void rm_rf(const char *dir) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/rm", "rm", "-rf", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+int main(int argc, char **argv) {
+    spmd_dataset probe = SPMD_DATASET_INIT;
+    char err[512];
+    if (spmd_dataset_load_dir(NULL, SPMD_SPLIT_TEST, &probe, err, sizeof err) != SPMD_OK) {
+        printf("skipped: Fashion-MNIST not installed (%s)\n", err);
+        return 77;
+    }
+    spmd_dataset_free(&probe);
+    const char *mode = argc > 1 ? argv[1] : "";
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/spmd-ddp-train-XXXXXX");
+    REQUIRE(mkdtemp(tmpdir) != NULL);
+    if (strcmp(mode, "paths") == 0) test_paths();
+    else if (strcmp(mode, "compression") == 0) test_compression();
+    else if (strcmp(mode, "syncbn") == 0) test_syncbn();
+    else if (strcmp(mode, "check_sync") == 0) test_check_sync();
+    else {
+        fprintf(stderr, "usage: test_ddp_train paths|compression|syncbn|check_sync\n");
+        test_failures++;
+    }
+    rm_rf(tmpdir);
+    TEST_MAIN_END();
+}
