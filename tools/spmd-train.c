@@ -363,8 +363,13 @@ static spmd_status grad_sync_finish(trainer *t) {
         set_err_group(t);
         return st;
     }
+    /* blocks of 16 with a fixed trip count vectorise at -O2 (GCC's cheap
+     * cost model refuses a loop that needs a remainder) */
     const float inv = 1.0f / (float)t->world;
-    for (size_t i = 0; i < t->nparams; i++) t->grads[i] *= inv;
+    size_t i = 0;
+    for (; i + 16 <= t->nparams; i += 16)
+        for (size_t k = 0; k < 16; k++) t->grads[i + k] *= inv;
+    for (; i < t->nparams; i++) t->grads[i] *= inv;
     return SPMD_OK;
 }
 

@@ -39,6 +39,7 @@ static int run(int world, char **args) {
         static char nproc[8];
         snprintf(nproc, sizeof nproc, "%d", world);
         argv[n++] = "spmdrun";
+        argv[n++] = "--standalone";   /* a free port and its own run id: tests run in parallel */
         argv[n++] = "--nproc-per-node";
         argv[n++] = nproc;
         argv[n++] = SPMD_TRAIN_EXE;
@@ -218,7 +219,7 @@ static int spmdrun(char **argv) {
 
 static void test_check_sync(void) {
     /* rank r trains with lr 0.01 * (r + 1): the replicas part after step 1 */
-    char *differ[] = {"spmdrun", "--nproc-per-node", "2", "/bin/sh", "-c",
+    char *differ[] = {"spmdrun", "--standalone", "--nproc-per-node", "2", "/bin/sh", "-c",
                       "exec \"$0\" --model mlp --batch-size 8 --train-samples 64 --steps 2 --no-eval "
                       "--quiet --check-sync --lr 0.0$((RANK + 1))",
                       SPMD_TRAIN_EXE, NULL};
@@ -226,7 +227,7 @@ static void test_check_sync(void) {
     printf("diverged replicas: spmdrun exit status %d\n", rc);
     CHECK_MSG(rc > 0 && rc != 127, "--check-sync did not notice different replicas (exit %d)", rc);
     /* the same command with equal learning rates passes */
-    char *same[] = {"spmdrun", "--nproc-per-node", "2", "/bin/sh", "-c",
+    char *same[] = {"spmdrun", "--standalone", "--nproc-per-node", "2", "/bin/sh", "-c",
                     "exec \"$0\" --model mlp --batch-size 8 --train-samples 64 --steps 2 --no-eval "
                     "--quiet --check-sync --lr 0.01",
                     SPMD_TRAIN_EXE, NULL};

@@ -1,0 +1,100 @@
+#!/bin/sh
+# ddp_bench.sh — data-parallel training, spmd-train against PyTorch DDP (gloo),
+# seed 000's CNN recipe (SGD lr 0.01 momentum 0.5), batch 16 per rank, in the
+# same run.
+#
+#   bench/ddp_bench.sh [BUILD_DIR] [REPEATS] [STEPS]      (defaults: build, 5, 300)
+#
+# Configurations, run in turn REPEATS times so all see the same machine load
+# (spmd rounds and torch rounds alternate):
+#   spmd  1 process           spmd-train (the single-process baseline)
+#   spmd  DDP                 spmdrun -n 2 spmd-train   (the reducer, overlapped)
+#   spmd  DDP --no-overlap    every bucket reduced after backward
+#   spmd  DDP --bucket-cap-mb 25   torch's default cap (the CNN's 2.4 MB of
+#                             gradients then sit in one bucket that can only
+#                             start when backward ends)
+#   spmd  --sync average      seed 000's average_gradients
+#   torch 1 process           bench/train_torch.py
+#   torch DDP                 bench/train_torch.py --world-size 2 (mp.spawn, gloo)
+# Medians (and min-max) of samples/s over all ranks, then: spmd DDP / torch
+# DDP, scaling efficiency = world-2 samples/s / (2 x one process) for both,
+# overlap / no-overlap, and the per-step breakdown of each configuration's
+# median run.  One BLAS thread per process on both sides; OPENBLAS_CORETYPE is
+# left as the environment sets it (it forces OpenBLAS's kernels for both).
+# Needs python3 with torch (Debian: python3-torch; set PYTHON to choose the
+# interpreter) and Fashion-MNIST (dataset-fashion-mnist).
+set -eu
+BUILD=${1:-build}
+REPS=${2:-5}
+STEPS=${3:-300}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TRAIN="$BUILD/tools/spmd-train"
+SPMDRUN="$BUILD/tools/spmdrun"
+PY=${PYTHON:-python3}
+for f in "$TRAIN" "$SPMDRUN"; do
+    [ -x "$f" ] || { echo "ddp_bench.sh: $f not found (build first)" >&2; exit 1; }
+done
+"$PY" -c "import torch" 2>/dev/null || { echo "ddp_bench.sh: $PY has no torch (apt-get install python3-torch, or set PYTHON)" >&2; exit 1; }
+OUT=$(mktemp -d /tmp/ddp_bench.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT INT TERM
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -r)"
+echo "torch $("$PY" -c 'import torch; print(torch.__version__)'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}," \
+     "OpenBLAS kernels: $("$TRAIN" --model mlp --steps 1 --no-eval --train-samples 64 | sed -n 's/^BLAS: OpenBLAS \([^ ]*\).*/\1/p')"
+echo "recipe: cnn, batch 16 per rank, $STEPS steps (torch: $((STEPS + 10)), the first 10 untimed), $REPS rounds"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+COMMON="--model cnn --batch-size 16 --steps $STEPS --no-eval --quiet --threads 1"
+# name|command (the first field names the result files)
+CONFIGS="spmd1|$TRAIN $COMMON
+ddp|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON
+ddp_noov|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-overlap
+ddp_cap25|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --bucket-cap-mb 25
+average|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --sync average
+torch1|$PY $HERE/train_torch.py --model cnn --batch-size 16 --steps $((STEPS + 10))
+torchddp|$PY $HERE/train_torch.py --model cnn --batch-size 16 --steps $((STEPS + 10)) --world-size 2"
+
+r=1
+while [ "$r" -le "$REPS" ]; do
+    echo "$CONFIGS" | while IFS='|' read -r name cmd; do
+        # shellcheck disable=SC2086
+        $cmd > "$OUT/$name.$r.log" 2>&1 || { echo "ddp_bench.sh: $name failed:" >&2; cat "$OUT/$name.$r.log" >&2; exit 1; }
+        sps=$(sed -n 's/.*: \([0-9][0-9]*\) samples\/s.*/\1/p' "$OUT/$name.$r.log" | tail -1)
+        echo "$sps $r" >> "$OUT/$name.runs"
+    done
+    r=$((r + 1))
+done
+echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+median() { sort -n "$OUT/$1.runs" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+range() { sort -n "$OUT/$1.runs" | awk 'NR==1{lo=$1} {hi=$1} END {print lo "-" hi}'; }
+median_log() { sort -n "$OUT/$1.runs" | awk '{a[NR]=$2} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }
+
+printf '%-34s %10s %14s\n' "configuration" "samples/s" "(min-max)"
+echo "$CONFIGS" | while IFS='|' read -r name cmd; do
+    case $name in
+        spmd1) label="spmd-train, 1 process" ;;
+        ddp) label="spmd-train DDP, world 2" ;;
+        ddp_noov) label="  --no-overlap" ;;
+        ddp_cap25) label="  --bucket-cap-mb 25" ;;
+        average) label="  --sync average" ;;
+        torch1) label="torch, 1 process" ;;
+        torchddp) label="torch DDP (gloo), world 2" ;;
+    esac
+    printf '%-34s %10s %14s\n' "$label" "$(median "$name")" "($(range "$name"))"
+done
+echo
+S1=$(median spmd1); S2=$(median ddp); SN=$(median ddp_noov); T1=$(median torch1); T2=$(median torchddp)
+echo "spmd DDP / torch DDP:              $(ratio "$S2" "$T2")"
+echo "scaling efficiency, spmd:          $(ratio "$S2" "$((2 * S1))")   (world-2 / (2 x one process))"
+echo "scaling efficiency, torch:         $(ratio "$T2" "$((2 * T1))")"
+echo "overlap / --no-overlap:            $(ratio "$S2" "$SN")"
+echo
+echo "per-step breakdown of each configuration's median run (rank 0):"
+echo "$CONFIGS" | while IFS='|' read -r name cmd; do
+    f="$OUT/$name.$(median_log "$name").log"
+    line=$(grep -E 'time per step|per step:' "$f" | sed -e 's/^\[rank0\]://' -e 's/.*per step: *//' | tail -1)
+    printf '  %-10s %s\n' "$name" "$line"
+done
