@@ -1,9 +1,10 @@
 # spmd-train's DDP path end to end at world 2 under spmdrun (tests/mp/test_ddp_train.c):
 # every synchronisation path gives the same replicas, compression stays within
 # its precision, SyncBatchNorm at world 2 equals one process on the doubled
-# batch, and --check-sync notices diverged replicas.  Skips (77) without
+# batch, --resume stays bit-exact with the non-default options, and
+# --check-sync notices diverged replicas.  Skips (77) without
 # Fashion-MNIST.
-foreach(mode paths compression syncbn check_sync)
+foreach(mode paths compression syncbn resume check_sync)
   spmd_test(test_ddp_train_${mode} SOURCES mp/test_ddp_train.c LIBS spmdnn ARGS ${mode}
             LABELS "mp;nn;ddp" TIMEOUT 180)
   target_compile_definitions(test_ddp_train_${mode} PRIVATE SPMD_TRAIN_EXE="$<TARGET_FILE:spmd-train>"

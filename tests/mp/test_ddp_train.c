@@ -14,6 +14,10 @@
  *                two: parameters and statistics); without --sync-bn it does
  *                not (so the comparison has teeth); resnet18 with plain
  *                BatchNorm under DDP passes --check-sync
+ *   resume       with the non-default DDP options (bf16 compression, 0.1 MiB
+ *                buckets, no overlap), 13 steps straight and 7 + --resume + 6
+ *                end bit-identical (the default path is covered by
+ *                test_nn_train_resume, whose world-2 run goes through DDP)
  *   check_sync   ranks that train with different learning rates diverge, and
  *                --check-sync must fail: the check can see a difference
  */
@@ -217,6 +221,31 @@ static int spmdrun(char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The CNN with dropout on 96 examples, batch 8 per rank: 6 steps per epoch,
+ * so 13 steps cross two epoch boundaries and the split at 7 falls mid-epoch. */
+static int resume_run(const char *name, const char *steps, int resume) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    char *args[] = {"spmd-train", "--model", "cnn", "--batch-size", "8", "--train-samples", "96",
+                    "--epochs", "5", "--steps", (char *)steps, "--no-eval", "--quiet",
+                    "--grad-compression", "bf16", "--bucket-cap-mb", "0.1", "--no-overlap",
+                    "--checkpoint-dir", dir, resume ? "--resume" : NULL, NULL};
+    return run(2, args);
+}
+
+static void test_resume(void) {
+    CHECK_MSG(resume_run("straight", "13", 0) == 0, "straight run failed");
+    CHECK_MSG(resume_run("split", "7", 0) == 0, "first half failed");
+    char a[512], b[512];
+    ckpt_file(a, sizeof a, "straight");
+    ckpt_file(b, sizeof b, "split");
+    CHECK_MSG(max_diff(b, a) > 0, "7 and 13 steps gave the same state: the comparison proves nothing");
+    CHECK_MSG(resume_run("split", "13", 1) == 0, "resumed run failed");
+    double d = max_diff(b, a);
+    printf("DDP (bf16, 0.1 MiB buckets, no overlap): 7 + resume + 6 vs 13 steps: max difference %g\n", d);
+    CHECK_MSG(d == 0.0, "the resumed run differs from the straight one by %g", d);
+}
+
 static void test_check_sync(void) {
     /* rank r trains with lr 0.01 * (r + 1): the replicas part after step 1 */
     char *differ[] = {"spmdrun", "--standalone", "--nproc-per-node", "2", "/bin/sh", "-c",
@@ -259,8 +288,9 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "compression") == 0) test_compression();
     else if (strcmp(mode, "syncbn") == 0) test_syncbn();
     else if (strcmp(mode, "check_sync") == 0) test_check_sync();
+    else if (strcmp(mode, "resume") == 0) test_resume();
     else {
-        fprintf(stderr, "usage: test_ddp_train paths|compression|syncbn|check_sync\n");
+        fprintf(stderr, "usage: test_ddp_train paths|compression|syncbn|resume|check_sync\n");
         test_failures++;
     }
     rm_rf(tmpdir);
