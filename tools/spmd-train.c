@@ -788,8 +788,10 @@ static int setup(trainer *t) {
     int threads = t->o.threads ? t->o.threads : spmd_nn_default_threads();
     spmd_nn_set_threads(threads);
 
+    /* the test split only when it will be evaluated */
     if ((st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TRAIN, &t->train, t->err, sizeof t->err)) ||
-        (st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TEST, &t->test, t->err, sizeof t->err)))
+        (t->o.eval &&
+         (st = spmd_dataset_load_dir(t->o.data, SPMD_SPLIT_TEST, &t->test, t->err, sizeof t->err))))
         return fail(t, "cannot load Fashion-MNIST (install dataset-fashion-mnist or pass --data)", st);
     if (t->o.train_samples && (size_t)t->o.train_samples < t->train.n)
         t->train.n = (size_t)t->o.train_samples;
@@ -825,7 +827,7 @@ static int setup(trainer *t) {
         return fail(t, "train sampler", st);
     so.dataset_len = t->test.n;
     so.shuffle = 0;
-    if ((st = spmd_sampler_init(&so, &t->test_sampler, t->err, sizeof t->err)) != SPMD_OK)
+    if (t->o.eval && (st = spmd_sampler_init(&so, &t->test_sampler, t->err, sizeof t->err)) != SPMD_OK)
         return fail(t, "test sampler", st);
 
     size_t px = (size_t)t->train.rows * t->train.cols;
