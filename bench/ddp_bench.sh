@@ -8,7 +8,9 @@
 # Configurations, run in turn REPEATS times so all see the same machine load
 # (spmd rounds and torch rounds alternate):
 #   spmd  1 process           spmd-train (the single-process baseline)
-#   spmd  DDP                 spmdrun -n 2 spmd-train   (the reducer, overlapped)
+#   spmd  DDP                 spmdrun -n 2 spmd-train   (the reducer, overlapped,
+#                             1 MiB buckets: fc1's gradient is reduced while the
+#                             convolutions' backward runs)
 #   spmd  DDP --no-overlap    every bucket reduced after backward
 #   spmd  DDP --bucket-cap-mb 25   torch's default cap (the CNN's 2.4 MB of
 #                             gradients then sit in one bucket that can only
@@ -19,7 +21,18 @@
 # Medians (and min-max) of samples/s over all ranks, then: spmd DDP / torch
 # DDP, scaling efficiency = world-2 samples/s / (2 x one process) for both,
 # overlap / no-overlap, and the per-step breakdown of each configuration's
-# median run.  One BLAS thread per process on both sides; OPENBLAS_CORETYPE is
+# median run.
+#
+# Then, where network namespaces and tc are available (root), the same three
+# DDP configurations as two "nodes": two namespaces joined by a veth pair
+# shaped to NETNS_RATE each way (tc tbf; default 2gbit, NETNS_RATE=none to
+# skip this part), one rank per namespace (spmdrun --nnodes 2), addresses
+# 10.233.0.1/2 that exist only inside the namespaces.  On loopback the two
+# ranks' computation and communication share two cores, so overlap has no idle
+# time to fill; over a slower link the all_reduce waits on the wire, and
+# overlap hides that wait behind backward.
+#
+# One BLAS thread per process on both sides; OPENBLAS_CORETYPE is
 # left as the environment sets it (it forces OpenBLAS's kernels for both).
 # Needs python3 with torch (Debian: python3-torch; set PYTHON to choose the
 # interpreter) and Fashion-MNIST (dataset-fashion-mnist).
@@ -97,4 +110,61 @@ echo "$CONFIGS" | while IFS='|' read -r name cmd; do
     f="$OUT/$name.$(median_log "$name").log"
     line=$(grep -E 'time per step|per step:' "$f" | sed -e 's/^\[rank0\]://' -e 's/.*per step: *//' | tail -1)
     printf '  %-10s %s\n' "$name" "$line"
+done
+
+# ---- two namespaces joined by a shaped link ---------------------------------
+RATE=${NETNS_RATE:-2gbit}
+[ "$RATE" = none ] && exit 0
+echo
+if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+    echo "netns part skipped: needs ip and tc (iproute2)"; exit 0
+fi
+NSA=ddpb$$a NSB=ddpb$$b VA=ddpv$$a VB=ddpv$$b
+netns_cleanup() {   # deleting a namespace deletes its veth end and the peer too
+    ip netns del "$NSA" 2>/dev/null || :
+    ip netns del "$NSB" 2>/dev/null || :
+    ip link del "$VA" 2>/dev/null || :
+    rm -rf "$OUT"
+}
+trap netns_cleanup EXIT INT TERM
+if ! ip netns add "$NSA" 2>/dev/null; then echo "netns part skipped: 'ip netns add' not permitted"; exit 0; fi
+ip netns add "$NSB" && ip link add "$VA" type veth peer name "$VB" &&
+    ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
+    ip -n "$NSA" addr add 10.233.0.1/24 dev "$VA" && ip -n "$NSB" addr add 10.233.0.2/24 dev "$VB" &&
+    ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
+    ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
+    ip netns exec "$NSA" tc qdisc add dev "$VA" root tbf rate "$RATE" burst 1mb latency 50ms &&
+    ip netns exec "$NSB" tc qdisc add dev "$VB" root tbf rate "$RATE" burst 1mb latency 50ms ||
+    { echo "netns part skipped: cannot set up the namespaces"; exit 0; }
+echo "two nodes: namespaces joined by a veth pair shaped to $RATE each way (tc tbf), one rank each"
+NCONFIGS="nddp|
+nddp_noov|--no-overlap
+nddp_cap25|--bucket-cap-mb 25"
+r=1
+while [ "$r" -le "$REPS" ]; do
+    echo "$NCONFIGS" | while IFS='|' read -r name extra; do
+        # shellcheck disable=SC2086
+        ip netns exec "$NSA" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 10.233.0.1 \
+            --rdzv-id ddpbench "$TRAIN" $COMMON $extra > "$OUT/$name.$r.log" 2>&1 &
+        pid=$!
+        # shellcheck disable=SC2086
+        ip netns exec "$NSB" "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 10.233.0.1 \
+            --rdzv-id ddpbench "$TRAIN" $COMMON $extra > "$OUT/$name.$r.n1.log" 2>&1 ||
+            { echo "ddp_bench.sh: $name (node 1) failed:" >&2; cat "$OUT/$name.$r.n1.log" >&2; exit 1; }
+        wait $pid || { echo "ddp_bench.sh: $name (node 0) failed:" >&2; cat "$OUT/$name.$r.log" >&2; exit 1; }
+        sps=$(sed -n 's/.*: \([0-9][0-9]*\) samples\/s.*/\1/p' "$OUT/$name.$r.log" | tail -1)
+        echo "$sps $r" >> "$OUT/$name.runs"
+    done
+    r=$((r + 1))
+done
+printf '%-34s %10s %14s\n' "configuration" "samples/s" "(min-max)"
+printf '%-34s %10s %14s\n' "spmd-train DDP (1 MiB buckets)" "$(median nddp)" "($(range nddp))"
+printf '%-34s %10s %14s\n' "  --no-overlap" "$(median nddp_noov)" "($(range nddp_noov))"
+printf '%-34s %10s %14s\n' "  --bucket-cap-mb 25" "$(median nddp_cap25)" "($(range nddp_cap25))"
+echo "overlap / --no-overlap:            $(ratio "$(median nddp)" "$(median nddp_noov)")"
+echo "1 MiB / 25 MiB buckets:            $(ratio "$(median nddp)" "$(median nddp_cap25)")"
+echo "per-step breakdown of each configuration's median run (rank 0):"
+echo "$NCONFIGS" | while IFS='|' read -r name extra; do
+    f="$OUT/$name.$(median_log "$name").log"
+    printf '  %-10s %s\n' "$name" "$(grep 'time per step' "$f" | sed -e 's/^\[rank0\]://' -e 's/.*per step: *//' | tail -1)"
 done

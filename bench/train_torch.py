@@ -19,8 +19,10 @@ Fashion-MNIST is read from the Debian package's IDX files (no torchvision),
 normalised with mean 0.2860 std 0.3530 and held in memory as one tensor; a
 batch is gathered by index from a shuffled permutation, so the loop measures
 the model and the optimizer, not a DataLoader.  Prints one line:
-  torch <model> batch <B>: <samples/s> samples/s over <N> steps (<seconds> s)[, test accuracy <a>]
-samples/s is measured after --warmup steps.
+  torch <model> batch <B>: <samples/s> samples/s over <N> steps (<seconds> s); per step:
+  forward <ms>, backward <ms>, optimizer <ms>[, test accuracy <a>]
+samples/s is measured after --warmup steps, and so are the mean times per
+step of the forward (with the loss), the backward and the optimizer step.
 """
 import argparse
 import gzip
@@ -185,8 +187,9 @@ def worker(rank, a, store):
             break
     dt = time.perf_counter() - t0 if t0 is not None else float("nan")
     n = max(steps - a.warmup, 1)
-    line = "torch %s batch %d: %.0f samples/s over %d steps (%.2f s)" % (
-        a.model, B, timed / dt, steps - a.warmup, dt)
+    line = "torch %s batch %d: %.0f samples/s over %d steps (%.2f s); per step: forward %.3f ms, " \
+           "backward %.3f ms, optimizer %.3f ms" % (a.model, B, timed / dt, steps - a.warmup, dt,
+                                                   1e3 * tf / n, 1e3 * tb / n, 1e3 * to / n)
     if ddp:
         line = "torch DDP (gloo, world %d) %s batch %d per rank: %.0f samples/s over %d steps " \
                "(%.2f s); per step: forward %.3f ms, backward+all_reduce %.3f ms, optimizer %.3f ms" % (
