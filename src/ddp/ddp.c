@@ -19,6 +19,7 @@
 #include <time.h>
 #include "coll/reduce.h"
 #include "spmd/ddp.h"
+#include "ddp_internal.h"
 
 typedef struct {
     char *name;
@@ -242,9 +243,8 @@ static spmd_status launch(spmd_ddp *d, bucket *b) {
         /* As torch's fp16/bf16 hooks: divide first (no overflow), reduce the
          * narrow copy, widen back at finish. */
         int fp16 = d->o.compression == SPMD_DDP_COMPRESS_FP16;
-        float fw = (float)w;
-        for (size_t i = 0; i < b->count; i++)
-            b->half[i] = fp16 ? spmd__f32_to_f16(data[i] / fw) : spmd__f32_to_bf16(data[i] / fw);
+        if (fp16) spmd__ddp_to_f16(b->half, data, b->count, (float)w);
+        else spmd__ddp_to_bf16(b->half, data, b->count, (float)w);
         st = spmd_all_reduce_async(d->g, b->half, b->half, b->count, fp16 ? SPMD_F16 : SPMD_BF16, SPMD_SUM,
                                    NULL, &b->work);
     } else {
@@ -279,13 +279,11 @@ static spmd_status complete(spmd_ddp *d, bucket *b, int discard) {
     float *data = bucket_data(b);
     int w = spmd_group_size(d->g);
     if (!d->hook && d->o.compression != SPMD_DDP_COMPRESS_NONE) {
-        int fp16 = d->o.compression == SPMD_DDP_COMPRESS_FP16;
-        for (size_t i = 0; i < b->count; i++)
-            data[i] = fp16 ? spmd__f16_to_f32(b->half[i]) : spmd__bf16_to_f32(b->half[i]);
+        if (d->o.compression == SPMD_DDP_COMPRESS_FP16) spmd__ddp_from_f16(data, b->half, b->count);
+        else spmd__ddp_from_bf16(data, b->half, b->count);
     } else if (w > 1) {
-        /* divide (as torch does), not multiply by 1/w: exact where it can be */
-        float fw = (float)w;
-        for (size_t i = 0; i < b->count; i++) data[i] /= fw;
+        /* divide (as torch does), with the reduce kernels' vectorised AVG finish */
+        spmd__avg_finish(data, b->count, SPMD_F32, w);
     }
     if (b->flat)
         for (int k = 0; k < b->n; k++) {
