@@ -385,7 +385,13 @@ static spmd_status grad_sync_finish(trainer *t) {
  * after a local forward) is all-reduced as {MAX(h), MAX(~h)} = {max, ~min}. */
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {   /* a word at a time: resnet18 has 90 MB to hash */
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
