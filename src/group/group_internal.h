@@ -90,7 +90,9 @@ struct spmd_work {
     /* p2p fields (progress.c) */
     void *buf;
     size_t len;
-    int peer;                 /* dst for sends, src (or ANY) for receives */
+    int peer;                 /* dst for sends, src (or ANY) for receives; progress.c may
+                                 rewrite it under its lock (any-source matched) */
+    int poll_peer;            /* the peer as posted: read by waiters without a lock */
     uint64_t id;              /* rendezvous id */
     struct spmd_work *next;   /* intrusive list links used by progress.c / executor.c */
     /* collective fields (executor.c) */

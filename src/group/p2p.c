@@ -26,6 +26,7 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
     w->buf = (void *)buf;
     w->len = count * es;
     w->peer = peer;
+    w->poll_peer = peer;
     w->tag = tag;
     spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(g, w) : spmd__p2p_post_recv(g, w);
     if (st) {

@@ -52,7 +52,7 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
      * cheaper than a sleep/wake pair for small messages. */
     uint64_t spin_until = spmd__now_ns() + (w->kind == SPMD__W_COLL ? 20000 : 50000);
     while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until) {
-        if (w->kind != SPMD__W_COLL) spmd__p2p_poll(w->g, w->peer);
+        if (w->kind != SPMD__W_COLL) spmd__p2p_poll(w->g, w->poll_peer);
         sched_yield(); /* let the progress thread or the peer rank run */
     }
     int64_t deadline = spmd__deadline(timeout_ms);
