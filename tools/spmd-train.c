@@ -35,7 +35,7 @@
 /* DDP bucket cap.  torch's 25 MiB puts the seed CNN's 2.4 MB of gradients in
  * one bucket that can only start when backward ends; at 1 MiB its fc1 weight
  * gradient (2.36 MB) is reduced while the convolutions' backward runs.  Over
- * a 2 Gbit/s link 1 MiB was 16-20 % faster; on loopback, where both cores are
+ * a 2 Gbit/s link 1 MiB was 12-20 % faster; on loopback, where both cores are
  * busy anyway, 2-3 % slower (docs/PERFORMANCE.md, DDP training). */
 #define DEFAULT_BUCKET_CAP_MB 1.0
 
