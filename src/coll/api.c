@@ -123,7 +123,7 @@ static spmd_status do_broadcast(spmd_group *g, void *buf, size_t count, spmd_dty
                                 const spmd_coll_opts *o, spmd_work **w, int async) {
     const char *fn = async ? "spmd_broadcast_async" : "spmd_broadcast";
     spmd__coll_args a;
-    size_t bytes;
+    size_t bytes = 0;
     spmd_status st = begin(g, fn, SPMD__C_BROADCAST, dt, 0, SPMD_SUM, o, w, async, &a);
     if (st != SPMD_OK) return st;
     if ((st = check_root(g, fn, root)) != SPMD_OK) return st;
@@ -143,7 +143,7 @@ static spmd_status do_reduce(spmd_group *g, const void *sendbuf, void *recvbuf, 
     const char *fn = all ? (async ? "spmd_all_reduce_async" : "spmd_all_reduce")
                          : (async ? "spmd_reduce_async" : "spmd_reduce");
     spmd__coll_args a;
-    size_t bytes;
+    size_t bytes = 0;
     spmd_status st = begin(g, fn, all ? SPMD__C_ALL_REDUCE : SPMD__C_REDUCE, dt, 1, op, o, w, async, &a);
     if (st != SPMD_OK) return st;
     if (!all && (st = check_root(g, fn, root)) != SPMD_OK) return st;
@@ -166,7 +166,7 @@ static spmd_status do_gather_scatter(spmd_group *g, const void *sendbuf, void *r
     const char *fn = gather ? (async ? "spmd_gather_async" : "spmd_gather")
                             : (async ? "spmd_scatter_async" : "spmd_scatter");
     spmd__coll_args a;
-    size_t one, all;
+    size_t one = 0, all = 0;
     spmd_status st = begin(g, fn, gather ? SPMD__C_GATHER : SPMD__C_SCATTER, dt, 0, SPMD_SUM, o, w,
                            async, &a);
     if (st != SPMD_OK) return st;
@@ -196,7 +196,7 @@ static spmd_status do_all_gather(spmd_group *g, const void *sendbuf, void *recvb
     const char *fn = list ? (async ? "spmd_all_gather_list_async" : "spmd_all_gather_list")
                           : (async ? "spmd_all_gather_async" : "spmd_all_gather");
     spmd__coll_args a;
-    size_t all;
+    size_t all = 0;
     spmd_status st = begin(g, fn, SPMD__C_ALL_GATHER, dt, 0, SPMD_SUM, o, w, async, &a);
     if (st != SPMD_OK) return st;
     const int world = spmd_group_size(g);
@@ -233,7 +233,7 @@ static spmd_status do_reduce_scatter(spmd_group *g, const void *sendbuf, void *r
                                      spmd_work **w, int async) {
     const char *fn = async ? "spmd_reduce_scatter_async" : "spmd_reduce_scatter";
     spmd__coll_args a;
-    size_t all;
+    size_t all = 0;
     spmd_status st = begin(g, fn, SPMD__C_REDUCE_SCATTER, dt, 1, op, o, w, async, &a);
     if (st != SPMD_OK) return st;
     if ((st = sized(g, fn, count, dt, (size_t)spmd_group_size(g), &all)) != SPMD_OK) return st;
@@ -251,7 +251,7 @@ static spmd_status do_all_to_all(spmd_group *g, const void *sendbuf, void *recvb
                                  spmd_dtype dt, const spmd_coll_opts *o, spmd_work **w, int async) {
     const char *fn = async ? "spmd_all_to_all_async" : "spmd_all_to_all";
     spmd__coll_args a;
-    size_t all;
+    size_t all = 0;
     spmd_status st = begin(g, fn, SPMD__C_ALL_TO_ALL, dt, 0, SPMD_SUM, o, w, async, &a);
     if (st != SPMD_OK) return st;
     if ((st = sized(g, fn, count, dt, (size_t)spmd_group_size(g), &all)) != SPMD_OK) return st;

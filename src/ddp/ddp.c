@@ -425,7 +425,7 @@ spmd_status spmd_ddp_prepare(spmd_ddp *d) {
     if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "prepare before finalize") : SPMD_ERR_INVALID;
     d->sticky = SPMD_OK;
     if (d->join_enabled) {
-        int active;
+        int active = 0;
         spmd_status st = count_active(d, 1, &active);
         if (st) return st;
     }
@@ -532,7 +532,7 @@ spmd_status spmd_ddp_join(spmd_ddp *d) {
     if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "join before finalize") : SPMD_ERR_INVALID;
     if (!d->join_enabled) return fail(d, SPMD_ERR_INVALID, "join needs spmd_ddp_set_join_enabled(d, 1) on every rank");
     for (;;) {
-        int active;
+        int active = 0;
         spmd_status st = count_active(d, 0, &active);
         if (st) return st;
         if (active == 0) return SPMD_OK;
