@@ -129,7 +129,7 @@ void spmd_ddp_free(spmd_ddp *d) {
 spmd_status spmd_ddp_add_param(spmd_ddp *d, const char *name, float *param, float *grad, size_t count) {
     if (!d) return SPMD_ERR_INVALID;
     if (d->finalized) return fail(d, SPMD_ERR_INVALID, "add_param after finalize");
-    if (!param || !grad || (!count && 0)) return fail(d, SPMD_ERR_INVALID, "add_param '%s': NULL buffer", name ? name : "?");
+    if (!param || !grad) return fail(d, SPMD_ERR_INVALID, "add_param '%s': NULL buffer", name ? name : "?");
     if (d->np == d->capp) {
         int cap = d->capp ? d->capp * 2 : 16;
         dparam *np = realloc(d->p, sizeof *np * (size_t)cap);
@@ -540,10 +540,8 @@ spmd_status spmd_ddp_join(spmd_ddp *d) {
          * the same order, with zero gradients. */
         if ((st = bcast_buffers(d))) return st;
         if (d->no_sync) continue;
-        for (int b = 0; b < d->nbk && !st; b++) {
-            memset(bucket_data(&d->bk[b]), 0, d->bk[b].count * sizeof(float));
-            if (d->bk[b].view) continue; /* zeroing the view zeroed our own gradients: fine, we are done */
-        }
+        /* (for in-place buckets this zeroes our own gradients: we are done with them) */
+        for (int b = 0; b < d->nbk; b++) memset(bucket_data(&d->bk[b]), 0, d->bk[b].count * sizeof(float));
         for (int b = 0; b < d->nbk && !st; b++) st = launch(d, &d->bk[b]);
         for (int b = 0; b < d->nbk; b++) {
             spmd_status s2 = complete(d, &d->bk[b], 1);

@@ -116,8 +116,17 @@ void spmd__p2p_poll(spmd_group *g, int peer);
 /* Withdraw a posted receive that has not matched yet (completes it with
  * SPMD_ERR_ABORTED); does nothing when it already matched. */
 void spmd__p2p_cancel(spmd_group *g, spmd_work *w);
+/* Fail every pending p2p operation with st/msg (group failure). */
+void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
 /* Queue an abort notice (text) to every live peer. */
 void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg);
+
+/* ---- group life cycle (init.c), shared with subgroup.c ------------------ */
+/* Claim the rank, agree on the world size and job id through g->store,
+ * build the mesh and start the threads. */
+spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
+spmd_group *spmd__group_alloc_sub(int rank, int world);
+void spmd__group_free_sub(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */
 spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen);

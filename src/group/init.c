@@ -32,8 +32,6 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
     return st;
 }
 
-void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
-
 int spmd__group_mark_failed(spmd_group *g, spmd_status st, const char *msg) {
     pthread_mutex_lock(&g->fail_mu);
     int first = atomic_load(&g->failed) == 0;
@@ -148,7 +146,6 @@ static void group_free(spmd_group *g) {
 
 /* Agree on the world size and a job id through the (prefixed) store, claim
  * our rank, build the mesh and start the threads. */
-spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen) {
     spmd_status st;
     int64_t deadline = spmd__group_deadline(g);
@@ -380,7 +377,5 @@ void spmd_group_destroy(spmd_group *g) {
 }
 
 /* Used by subgroup.c: a bare group sharing the parent's store connection. */
-spmd_group *spmd__group_alloc_sub(int rank, int world);
 spmd_group *spmd__group_alloc_sub(int rank, int world) { return group_alloc(rank, world); }
-void spmd__group_free_sub(spmd_group *g);
 void spmd__group_free_sub(spmd_group *g) { group_free(g); }

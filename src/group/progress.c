@@ -256,7 +256,6 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     for (spmd_work *w = p->posted; w; w = w->next) p->posted_tail = w;
 }
 
-void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg);
 void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;

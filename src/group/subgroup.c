@@ -7,10 +7,6 @@
 #include <string.h>
 #include "group_internal.h"
 
-spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
-spmd_group *spmd__group_alloc_sub(int rank, int world);
-void spmd__group_free_sub(spmd_group *g);
-
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
