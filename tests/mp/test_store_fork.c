@@ -1,9 +1,11 @@
 /* Multi-process store test over loopback:
  *  - a server in its own process is SIGKILLed while a client of ours is parked
  *    in a blocking get: the client gets SPMD_ERR_REMOTE, not a hang;
- *  - forked ranks (which release the inherited server with _forget) add to one
- *    counter (exact total), announce themselves, and block in get until the
- *    parent sets a key. */
+ *  - forked ranks add to one counter (exact total), announce themselves, and
+ *    block in get until the parent sets a key.
+ * Every fork happens while this process has a single thread: forking beside a
+ * running server thread can leave the child holding a lock the thread owned
+ * (AddressSanitizer's allocator lock hung this test in CI). */
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -91,8 +93,9 @@ static void test_server_killed(void) {
     close(down[1]);
 }
 
-static int rank_main(spmd_store_server *inherited, int port, int rank) {
-    spmd_store_server_forget(inherited); /* the parent's; not ours to run */
+static int rank_main(int port_pipe, int rank) {
+    int port = 0;
+    if (!read_int(port_pipe, &port) || port <= 0) return 9;
     spmd_store *c = tsu_connect(port, 20000);
     if (!c) return 10;
     int bad = 0;
@@ -117,13 +120,33 @@ static int rank_main(spmd_store_server *inherited, int port, int rank) {
 }
 
 static void test_forked_ranks(void) {
-    spmd_store_server *s = tsu_server();
-    REQUIRE_VOID(s);
-    int port = spmd_store_server_port(s);
     pid_t pids[RANKS];
+    int to_rank[RANKS];
+    fflush(NULL);
     for (int r = 0; r < RANKS; r++) {
+        int p[2];
+        REQUIRE_VOID(pipe(p) == 0);
         pids[r] = fork();
-        if (pids[r] == 0) exit(rank_main(s, port, r));
+        REQUIRE_VOID(pids[r] >= 0);
+        if (pids[r] == 0) {
+            close(p[1]);
+            int rc = rank_main(p[0], r);
+            fflush(NULL);
+            _exit(rc);
+        }
+        close(p[0]);
+        to_rank[r] = p[1];
+    }
+    /* the server thread starts only after the last fork */
+    spmd_store_server *s = tsu_server();
+    int port = s ? spmd_store_server_port(s) : 0;
+    for (int r = 0; r < RANKS; r++) {
+        if (write(to_rank[r], &port, sizeof port) != sizeof port) CHECK_MSG(0, "port to rank %d", r);
+        close(to_rank[r]);
+    }
+    if (!s) {
+        for (int r = 0; r < RANKS; r++) waitpid(pids[r], NULL, 0);
+        REQUIRE_VOID(s);
     }
     spmd_store *c = tsu_connect(port, 30000);
     REQUIRE_VOID(c);
