@@ -25,6 +25,14 @@
 typedef struct spmd__p2p spmd__p2p; /* progress.c */
 typedef struct spmd__exec spmd__exec; /* executor.c */
 
+/* What this rank knows of a peer's process for cross-memory attach (cma.c). */
+typedef struct {
+    int ok;             /* both ranks can read each other: large collective messages go by CMA */
+    int readable;       /* we can read the peer */
+    int pid;
+    uint64_t token_addr, token;
+} spmd__cma_peer;
+
 struct spmd_group {
     int rank, world;
     int local_rank, local_world;
@@ -44,6 +52,8 @@ struct spmd_group {
 
     spmd__p2p *p2p;
     spmd__exec *exec;
+    spmd__cma_peer *cma;          /* [world], NULL until the mesh is up */
+    uint64_t cma_token;           /* peers read it to know they read the right process */
 
     /* failure: set once, never cleared */
     atomic_int failed;            /* 0 ok; else the spmd_status of the failure */
@@ -137,6 +147,14 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
 void spmd__coll_args_free(spmd__coll_args *a);
 /* Run w on the calling thread if it is next and the executor is idle. */
 void spmd__exec_help(spmd_work *w);
+
+/* ---- cross-memory attach (cma.c) --------------------------------------- */
+/* Settle with every peer, over the idle collective channel, whether large
+ * collective messages may be read straight from its memory. */
+spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size_t errlen);
+/* Read len bytes at the peer's address addr into dst (checks the peer's token). */
+spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
+                           size_t errlen);
 
 /* ---- mesh building (transport/) ----------------------------------------- */
 

@@ -139,6 +139,7 @@ static void group_free(spmd_group *g) {
     free(g->coll_fd);
     free(g->peer_left);
     free(g->parent_ranks);
+    free(g->cma);
     pthread_mutex_destroy(&g->fail_mu);
     pthread_mutex_destroy(&g->err_mu);
     free(g);
@@ -196,6 +197,7 @@ spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err,
     int *fds[2] = {g->p2p_fd, g->coll_fd};
     if ((st = spmd__mesh_build(g->store, g->rank, g->world, g->job_id, 2, bind_host, fds, deadline, err, errlen)))
         return st;
+    if ((st = spmd__cma_negotiate(g, deadline, err, errlen))) return st;
     if ((st = spmd__p2p_start(g, err, errlen))) return st;
     if ((st = spmd__exec_start(g, err, errlen))) return st;
     return SPMD_OK;

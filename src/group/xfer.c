@@ -1,10 +1,18 @@
 /* xfer.c — the transfer API of coll.h on the collective channel.
  *
  * Every message carries a 24-byte header:
- *     u32 magic|kind | u32 sequence | u32 descriptor hash | u32 zero | u64 len
+ *     u32 magic|kind | u32 sequence | u32 descriptor hash | u32 mode | u64 len
  * checked on arrival against what this rank is running, so ranks that called
  * different collectives, in a different order or with different arguments fail
  * with SPMD_ERR_MISMATCH before a byte of payload is accepted.
+ *
+ * Modes: INLINE, the payload follows; CMA (pairs under one kernel that agreed
+ * at connect time, see cma.c, and messages of CMA_MIN_BYTES or more), an
+ * 8-byte address follows and the receiver reads the payload from the sender's
+ * memory, then answers ACK (a header alone) so the sender may return; ACK.
+ * Acknowledgements share the stream with the receiver's own messages to the
+ * sender, so headers are read per peer and dispatched: an ACK completes the
+ * oldest CMA send to that peer, anything else starts the oldest receive.
  *
  * All sends and receives of one spmd__xfer call progress together on
  * non-blocking sockets: first a short busy-poll (the latency of a small
@@ -26,6 +34,9 @@
 #define XHDR 24
 #define XMAGIC 0xC0u
 #define SPIN_MAX_BYTES (256u * 1024u)
+#define DESC 8                              /* a CMA message's payload: the sender's address */
+#define CMA_MIN_BYTES ((size_t)32 * 1024)   /* smaller messages go inline: a round trip costs more */
+#define PULL_PIECE ((size_t)1 << 20)        /* one process_vm_readv call at most, so other ops keep moving */
 
 int spmd__ctx_rank(const spmd__coll_ctx *c) { return c->g->rank; }
 int spmd__ctx_world(const spmd__coll_ctx *c) { return c->g->world; }
@@ -54,48 +65,77 @@ spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, 
     return st;
 }
 
+/* Message modes (the header's fourth word). */
+enum { M_INLINE = 0, M_CMA = 1, M_ACK = 2 };
+
+typedef enum {
+    P_WRITE,     /* send: header (+ payload, or + descriptor) going out */
+    P_AWAIT_ACK, /* send by CMA: the receiver has not read it yet */
+    P_HDR,       /* recv: waiting for its header */
+    P_PAYLOAD,   /* recv: inline payload coming in */
+    P_DESC,      /* recv by CMA: the sender's address coming in */
+    P_PULL,      /* recv by CMA: reading the sender's memory */
+    P_DONE
+} phase;
+
 typedef struct {
-    int peer, fd;
+    int peer, slot, send;
     char *buf;
     size_t len;
-    unsigned char hdr[XHDR];
-    size_t done;   /* bytes of header + payload moved */
-    int send;
+    phase ph;
+    int cma;
+    unsigned char hdr[XHDR + DESC]; /* send: header (+ descriptor); recv by CMA: the descriptor */
+    size_t done;                    /* bytes of the current phase moved */
 } xop;
 
-static void make_hdr(const spmd__coll_ctx *c, unsigned char *h, size_t len) {
+/* Per-peer state of one transfer call: the connection is a byte stream in
+ * each direction, so at most one message is half-written and one header
+ * half-read at a time. */
+typedef struct {
+    int peer, fd;
+    int writing;                /* index of the send op half-written, -1 */
+    int reading;                /* index of the recv op whose payload/descriptor is coming, -1 */
+    unsigned char in[XHDR];     /* header being read */
+    size_t in_done;
+    unsigned acks_due;          /* acknowledgements of CMA reads still to write */
+    unsigned char ack[XHDR];
+    size_t ack_done;            /* bytes of the current acknowledgement written */
+} xslot;
+
+typedef struct {
+    spmd__coll_ctx *c;
+    xop *ops;
+    xslot *slots;
+    int n, nslots;
+} xcall;
+
+static void make_hdr(const spmd__coll_ctx *c, unsigned char *h, uint32_t mode, size_t len) {
     spmd__put_u32(h, (XMAGIC << 24) | (uint32_t)c->kind);
     spmd__put_u32(h + 4, c->seq);
     spmd__put_u32(h + 8, c->desc);
-    spmd__put_u32(h + 12, 0);
+    spmd__put_u32(h + 12, mode);
     spmd__put_u64(h + 16, (uint64_t)len);
 }
 
-static spmd_status check_hdr(spmd__coll_ctx *c, const xop *o) {
-    const unsigned char *h = o->hdr;
+/* A header from `peer` is for this collective?  (Length checked by the caller.) */
+static spmd_status check_hdr(spmd__coll_ctx *c, int peer, const unsigned char *h) {
     uint32_t mk = spmd__get_u32(h), seq = spmd__get_u32(h + 4), desc = spmd__get_u32(h + 8);
-    uint64_t len = spmd__get_u64(h + 16);
     int me = c->g->rank;
     const char *mine = spmd__coll_kind_name(c->kind);
-    if ((mk >> 24) != XMAGIC || spmd__get_u32(h + 12) != 0)
+    if ((mk >> 24) != XMAGIC || spmd__get_u32(h + 12) > M_ACK)
         return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s: garbage on the collective channel from rank %d",
-                               mine, o->peer);
+                               mine, peer);
     spmd__coll_kind k = (spmd__coll_kind)(mk & 0xff);
     if (k != c->kind || seq != c->seq)
         return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
                                "collective mismatch: rank %d is in %s #%u while rank %d is in %s #%u "
                                "(collectives called in a different order on different ranks?)",
-                               o->peer, spmd__coll_kind_name(k), seq, me, mine, c->seq);
+                               peer, spmd__coll_kind_name(k), seq, me, mine, c->seq);
     if (desc != c->desc)
         return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
                                "%s #%u: rank %d and rank %d passed different arguments "
                                "(count, dtype, reduce op or root differ)",
-                               mine, c->seq, o->peer, me);
-    if (len != o->len)
-        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                               "%s #%u: rank %d sent %llu bytes where rank %d expected %zu "
-                               "(count or dtype differ across ranks?)",
-                               mine, c->seq, o->peer, (unsigned long long)len, me, o->len);
+                               mine, c->seq, peer, me);
     return SPMD_OK;
 }
 
@@ -119,60 +159,277 @@ static spmd_status peer_gone(spmd__coll_ctx *c, int peer, const char *how) {
     return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d %s", spmd__coll_kind_name(c->kind), c->seq, peer, how);
 }
 
-/* Move as many bytes of op o as the socket takes now.  1 = progress, 0 = would
- * block, <0 = error status. */
-static int step(spmd__coll_ctx *c, xop *o) {
-    size_t total = XHDR + o->len;
+/* errno of a failed send/recv on the connection to peer, as a status. */
+static spmd_status sock_error(spmd__coll_ctx *c, int peer) {
+    char how[128];
+    snprintf(how, sizeof how, "is unreachable: %s", strerror(errno));
+    return peer_gone(c, peer, how);
+}
+
+/* Bytes op o puts on the wire in phase P_WRITE. */
+static size_t wire_len(const xop *o) { return XHDR + (o->cma ? DESC : o->len); }
+
+/* Write what the slot has to write.  1 = progress, 0 = would block or
+ * nothing to write, < 0 = error status. */
+static int slot_write(xcall *x, xslot *s) {
     int progressed = 0;
-    while (o->done < total) {
-        ssize_t n;
-        if (o->send) {
-            struct iovec iov[2];
-            int k = 0;
-            if (o->done < XHDR) {
+    for (;;) {
+        struct iovec iov[2];
+        int k = 0;
+        xop *o = NULL;
+        if (s->writing < 0 && s->ack_done == 0 && s->acks_due == 0) {
+            for (int i = 0; i < x->n; i++)
+                if (x->ops[i].slot == s - x->slots && x->ops[i].send && x->ops[i].ph == P_WRITE) {
+                    s->writing = i;
+                    break;
+                }
+        }
+        if (s->writing >= 0) {
+            o = &x->ops[s->writing];
+            size_t hl = o->cma ? XHDR + DESC : XHDR;
+            if (o->done < hl) {
                 iov[k].iov_base = o->hdr + o->done;
-                iov[k++].iov_len = XHDR - o->done;
-                if (o->len) { iov[k].iov_base = o->buf; iov[k++].iov_len = o->len; }
+                iov[k++].iov_len = hl - o->done;
+                if (!o->cma && o->len) { iov[k].iov_base = o->buf; iov[k++].iov_len = o->len; }
             } else {
                 iov[k].iov_base = o->buf + (o->done - XHDR);
-                iov[k++].iov_len = total - o->done;
+                iov[k++].iov_len = wire_len(o) - o->done;
             }
-            struct msghdr mh;
-            memset(&mh, 0, sizeof mh);
-            mh.msg_iov = iov;
-            mh.msg_iovlen = (size_t)k;
-            n = sendmsg(o->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        } else if (o->done < XHDR) {
-            n = recv(o->fd, o->hdr + o->done, XHDR - o->done, MSG_DONTWAIT);
+        } else if (s->ack_done > 0 || s->acks_due > 0) {
+            if (s->ack_done == 0) make_hdr(x->c, s->ack, M_ACK, 0);
+            iov[k].iov_base = s->ack + s->ack_done;
+            iov[k++].iov_len = XHDR - s->ack_done;
         } else {
-            n = recv(o->fd, o->buf + (o->done - XHDR), total - o->done, MSG_DONTWAIT);
+            return progressed;
         }
-        if (n > 0) {
-            size_t before = o->done;
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)k;
+        ssize_t n = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return progressed;
+        if (n < 0) return sock_error(x->c, s->peer);
+        progressed = 1;
+        if (o) {
             o->done += (size_t)n;
-            progressed = 1;
-            if (!o->send && before < XHDR && o->done >= XHDR) {
-                spmd_status st = check_hdr(c, o);
+            if (o->done == wire_len(o)) {
+                o->ph = o->cma ? P_AWAIT_ACK : P_DONE;
+                o->done = 0;
+                s->writing = -1;
+            }
+        } else {
+            s->ack_done += (size_t)n;
+            if (s->ack_done == XHDR) {
+                s->ack_done = 0;
+                s->acks_due--;
+            }
+        }
+    }
+}
+
+/* The first op of the slot (by index) with the given direction and phase, -1. */
+static int first_op(const xcall *x, const xslot *s, int send, phase ph) {
+    for (int i = 0; i < x->n; i++)
+        if (x->ops[i].slot == s - x->slots && x->ops[i].send == send && x->ops[i].ph == ph) return i;
+    return -1;
+}
+
+/* A whole header arrived on slot s: an acknowledgement completes the oldest
+ * CMA send to that peer; a data header starts the oldest waiting receive. */
+static spmd_status dispatch_hdr(xcall *x, xslot *s) {
+    spmd__coll_ctx *c = x->c;
+    spmd_status st = check_hdr(c, s->peer, s->in);
+    if (st) return st;
+    uint32_t mode = spmd__get_u32(s->in + 12);
+    uint64_t len = spmd__get_u64(s->in + 16);
+    const char *mine = spmd__coll_kind_name(c->kind);
+    if (mode == M_ACK) {
+        int i = first_op(x, s, 1, P_AWAIT_ACK);
+        if (i < 0)
+            return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s #%u: unexpected acknowledgement from rank %d", mine,
+                                   c->seq, s->peer);
+        x->ops[i].ph = P_DONE;
+        return SPMD_OK;
+    }
+    int i = first_op(x, s, 0, P_HDR);
+    if (i < 0)
+        return spmd__coll_fail(c, SPMD_ERR_MISMATCH, "%s #%u: rank %d sent a message rank %d does not expect",
+                               mine, c->seq, s->peer, c->g->rank);
+    xop *o = &x->ops[i];
+    if (len != o->len)
+        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
+                               "%s #%u: rank %d sent %llu bytes where rank %d expected %zu "
+                               "(count or dtype differ across ranks?)",
+                               mine, c->seq, s->peer, (unsigned long long)len, c->g->rank, o->len);
+    if (mode == M_CMA && !c->g->cma[s->peer].ok)
+        return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s #%u: rank %d offered its memory, which we cannot read",
+                               mine, c->seq, s->peer);
+    o->cma = mode == M_CMA;
+    o->ph = o->cma ? P_DESC : P_PAYLOAD;
+    o->done = 0;
+    if (o->ph == P_PAYLOAD && o->len == 0) o->ph = P_DONE;
+    else s->reading = i;
+    return SPMD_OK;
+}
+
+/* Does slot s need bytes from its peer now? */
+static int wants_read(const xcall *x, const xslot *s) {
+    return s->reading >= 0 || first_op(x, s, 0, P_HDR) >= 0 || first_op(x, s, 1, P_AWAIT_ACK) >= 0;
+}
+
+/* Read what the slot is owed.  1 = progress, 0 = would block or nothing
+ * wanted, < 0 = error status. */
+static int slot_read(xcall *x, xslot *s) {
+    int progressed = 0;
+    while (wants_read(x, s)) {
+        void *dst;
+        size_t want;
+        xop *o = s->reading >= 0 ? &x->ops[s->reading] : NULL;
+        if (!o) {
+            dst = s->in + s->in_done;
+            want = XHDR - s->in_done;
+        } else if (o->ph == P_DESC) {
+            dst = o->hdr + o->done;
+            want = DESC - o->done;
+        } else {
+            dst = o->buf + o->done;
+            want = o->len - o->done;
+        }
+        ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
+        if (n == 0) return peer_gone(x->c, s->peer, "closed its connection (died?)");
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return progressed;
+        if (n < 0) return sock_error(x->c, s->peer);
+        progressed = 1;
+        if (!o) {
+            s->in_done += (size_t)n;
+            if (s->in_done == XHDR) {
+                s->in_done = 0;
+                spmd_status st = dispatch_hdr(x, s);
                 if (st) return st;
             }
             continue;
         }
-        if (n == 0 && !o->send) return peer_gone(c, o->peer, "closed its connection (died?)");
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        char how[128];
-        snprintf(how, sizeof how, "is unreachable: %s", strerror(errno));
-        return peer_gone(c, o->peer, how);
+        o->done += (size_t)n;
+        if (o->ph == P_DESC && o->done == DESC) {
+            o->ph = P_PULL;
+            o->done = 0;
+            s->reading = -1;
+        } else if (o->ph == P_PAYLOAD && o->done == o->len) {
+            o->ph = P_DONE;
+            s->reading = -1;
+        }
     }
     return progressed;
 }
 
-/* Is op k blocked behind an earlier unfinished op in the same direction to the same peer? */
-static int queued_behind(const xop *ops, int k) {
-    for (int j = 0; j < k; j++)
-        if (ops[j].peer == ops[k].peer && ops[j].send == ops[k].send && ops[j].done < XHDR + ops[j].len)
-            return 1;
-    return 0;
+/* Read the next piece of a CMA message from the sender's memory. */
+static spmd_status pull(xcall *x, xop *o) {
+    size_t piece = o->len - o->done < PULL_PIECE ? o->len - o->done : PULL_PIECE;
+    char why[SPMD__ERRLEN];
+    uint64_t addr = spmd__get_u64(o->hdr) + o->done;
+    spmd_status st = spmd__cma_read(x->c->g, o->peer, o->buf + o->done, addr, piece, why, sizeof why);
+    if (st) return spmd__coll_fail(x->c, st, "%s #%u: %s", spmd__coll_kind_name(x->c->kind), x->c->seq, why);
+    o->done += piece;
+    if (o->done == o->len) {
+        o->ph = P_DONE;
+        x->slots[o->slot].acks_due++;
+    }
+    return SPMD_OK;
+}
+
+static int call_finished(const xcall *x) {
+    for (int i = 0; i < x->n; i++)
+        if (x->ops[i].ph != P_DONE) return 0;
+    for (int i = 0; i < x->nslots; i++)
+        if (x->slots[i].acks_due || x->slots[i].ack_done) return 0;
+    return 1;
+}
+
+/* Bytes still to move (what decides whether spinning pays). */
+static size_t bytes_left(const xcall *x) {
+    size_t left = 0;
+    for (int i = 0; i < x->n; i++) {
+        const xop *o = &x->ops[i];
+        if (o->ph == P_WRITE) left += wire_len(o) - o->done;
+        else if (o->ph == P_HDR) left += XHDR + o->len;
+        else if (o->ph == P_PAYLOAD) left += o->len - o->done;
+        else if (o->ph != P_DONE) left += XHDR;
+    }
+    return left;
+}
+
+static spmd_status timed_out(const xcall *x) {
+    spmd__coll_ctx *c = x->c;
+    char who[160] = "";
+    size_t used = 0;
+    for (int k = 0; k < x->n && used + 40 < sizeof who; k++) {
+        const xop *o = &x->ops[k];
+        if (o->ph == P_DONE) continue;
+        size_t moved = o->ph == P_PAYLOAD || o->ph == P_PULL ? o->done
+                       : o->ph == P_WRITE && !o->cma && o->done > XHDR ? o->done - XHDR
+                       : o->ph == P_AWAIT_ACK ? o->len : 0;
+        used += (size_t)snprintf(who + used, sizeof who - used, " %s rank %d (%zu/%zu bytes)",
+                                 o->send ? "sending to" : "receiving from", o->peer, moved, o->len);
+    }
+    return spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d,%s", spmd__coll_kind_name(c->kind),
+                           c->seq, c->g->rank, who);
+}
+
+static spmd_status run(xcall *x, struct pollfd *pfds) {
+    spmd__coll_ctx *c = x->c;
+    spmd_group *g = c->g;
+    uint64_t spin_start = 0;
+    for (;;) {
+        int progressed = 0, pulling = 0;
+        for (int i = 0; i < x->nslots; i++) {
+            int r = slot_write(x, &x->slots[i]);
+            if (r < 0) return (spmd_status)r;
+            progressed |= r;
+            if ((r = slot_read(x, &x->slots[i])) < 0) return (spmd_status)r;
+            progressed |= r;
+        }
+        for (int k = 0; k < x->n; k++) {
+            if (x->ops[k].ph != P_PULL) continue;
+            spmd_status st = pull(x, &x->ops[k]);
+            if (st) return st;
+            progressed = pulling = 1;
+        }
+        if (call_finished(x)) return SPMD_OK;
+        if (progressed || pulling) { spin_start = 0; continue; }
+        /* Nothing moved: busy-poll a little, then sleep in poll().  Spinning
+         * only pays while little is left to move: a large transfer waits on
+         * the kernel's buffers, and a poll wake-up is cheap next to it. */
+        uint64_t now = spmd__now_ns();
+        if (!spin_start) spin_start = now;
+        if (bytes_left(x) <= SPIN_MAX_BYTES && now - spin_start < c->spin_ns) {
+            if (c->yield_in_spin) sched_yield();
+            continue;
+        }
+        char fmsg[SPMD__ERRLEN];
+        spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
+        if (st) return spmd__coll_fail(c, st, "%s", fmsg);
+        int np = 0;
+        for (int i = 0; i < x->nslots; i++) {
+            xslot *s = &x->slots[i];
+            short ev = 0;
+            if (s->writing >= 0 || s->acks_due || s->ack_done || first_op(x, s, 1, P_WRITE) >= 0) ev |= POLLOUT;
+            if (wants_read(x, s)) ev |= POLLIN;
+            if (!ev) continue;
+            pfds[np].fd = s->fd;
+            pfds[np].events = ev;
+            pfds[np++].revents = 0;
+        }
+        pfds[np].fd = g->fail_eventfd;
+        pfds[np].events = POLLIN;
+        pfds[np++].revents = 0;
+        int left = spmd__remaining_ms(c->deadline);
+        if (left == 0) return timed_out(x);
+        int r = poll(pfds, (nfds_t)np, left < 0 || left > 1000 ? 1000 : left);
+        if (r < 0 && errno != EINTR) return spmd__coll_fail(c, SPMD_ERR_SYSTEM, "poll: %s", strerror(errno));
+        spin_start = 0;
+    }
 }
 
 spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends,
@@ -180,94 +437,60 @@ spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends
     spmd_group *g = c->g;
     int n = nsends + nrecvs;
     if (n == 0) return SPMD_OK;
-    xop stack_ops[16];
-    xop *ops = stack_ops;
-    if (n > 16) {
-        ops = calloc((size_t)n, sizeof *ops);
-        if (!ops) return spmd__coll_fail(c, SPMD_ERR_NOMEM, "out of memory");
-    }
-    for (int k = 0; k < n; k++) {
-        const spmd__xfer_op *x = k < nsends ? &sends[k] : &recvs[k - nsends];
-        if (x->peer < 0 || x->peer >= g->world || x->peer == g->rank) {
-            if (ops != stack_ops) free(ops);
-            return spmd__coll_fail(c, SPMD_ERR_INVALID, "internal: transfer with rank %d", x->peer);
+    enum { STACK = 16 };
+    xop stack_ops[STACK];
+    xslot stack_slots[STACK];
+    struct pollfd stack_pfds[STACK + 1];
+    xcall x = {c, stack_ops, stack_slots, n, 0};
+    struct pollfd *pfds = stack_pfds;
+    if (n > STACK) {
+        x.ops = calloc((size_t)n, sizeof *x.ops);
+        x.slots = calloc((size_t)n, sizeof *x.slots);
+        pfds = calloc((size_t)n + 1, sizeof *pfds);
+        if (!x.ops || !x.slots || !pfds) {
+            free(x.ops);
+            free(x.slots);
+            free(pfds);
+            return spmd__coll_fail(c, SPMD_ERR_NOMEM, "out of memory");
         }
-        ops[k].peer = x->peer;
-        ops[k].fd = g->coll_fd[x->peer];
-        ops[k].buf = x->buf;
-        ops[k].len = x->len;
-        ops[k].done = 0;
-        ops[k].send = k < nsends;
-        if (ops[k].send) make_hdr(c, ops[k].hdr, x->len);
     }
     spmd_status st = SPMD_OK;
-    int remaining = n;
-    uint64_t spin_start = 0;
-    struct pollfd pstack[17];
-    struct pollfd *pfds = n + 1 <= 17 ? pstack : malloc(sizeof(struct pollfd) * (size_t)(n + 1));
-    if (!pfds) {
-        if (ops != stack_ops) free(ops);
-        return spmd__coll_fail(c, SPMD_ERR_NOMEM, "out of memory");
-    }
-    while (remaining > 0) {
-        int progressed = 0;
-        for (int k = 0; k < n; k++) {
-            if (ops[k].done == XHDR + ops[k].len) continue;
-            if (queued_behind(ops, k)) continue;
-            int r = step(c, &ops[k]);
-            if (r < 0) { st = (spmd_status)r; goto out; }
-            if (r > 0) progressed = 1;
-            if (ops[k].done == XHDR + ops[k].len) remaining--;
-        }
-        if (remaining == 0) break;
-        if (progressed) { spin_start = 0; continue; }
-        /* Nothing moved: busy-poll a little, then sleep in poll().  Spinning
-         * only pays while little is left to move: a large transfer waits on
-         * the kernel's buffers, and a poll wake-up is cheap next to it. */
-        uint64_t now = spmd__now_ns();
-        if (!spin_start) spin_start = now;
-        size_t left_bytes = 0;
-        for (int k = 0; k < n; k++) left_bytes += XHDR + ops[k].len - ops[k].done;
-        if (left_bytes <= SPIN_MAX_BYTES && now - spin_start < c->spin_ns) {
-            if (c->yield_in_spin) sched_yield();
-            continue;
-        }
-        char fmsg[SPMD__ERRLEN];
-        st = spmd__group_check(g, fmsg, sizeof fmsg);
-        if (st) { spmd__coll_fail(c, st, "%s", fmsg); goto out; }
-        int np = 0;
-        for (int k = 0; k < n; k++) {
-            if (ops[k].done == XHDR + ops[k].len || queued_behind(ops, k)) continue;
-            pfds[np].fd = ops[k].fd;
-            pfds[np].events = ops[k].send ? POLLOUT : POLLIN;
-            pfds[np++].revents = 0;
-        }
-        pfds[np].fd = g->fail_eventfd;
-        pfds[np].events = POLLIN;
-        pfds[np++].revents = 0;
-        int left = spmd__remaining_ms(c->deadline);
-        if (left == 0) {
-            char who[160] = "";
-            size_t used = 0;
-            for (int k = 0; k < n && used + 40 < sizeof who; k++)
-                if (ops[k].done < XHDR + ops[k].len)
-                    used += (size_t)snprintf(who + used, sizeof who - used, " %s rank %d (%zu/%zu bytes)",
-                                             ops[k].send ? "sending to" : "receiving from", ops[k].peer,
-                                             ops[k].done > XHDR ? ops[k].done - XHDR : 0, ops[k].len);
-            st = spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d,%s",
-                                 spmd__coll_kind_name(c->kind), c->seq, g->rank, who);
+    for (int k = 0; k < n; k++) {
+        const spmd__xfer_op *in = k < nsends ? &sends[k] : &recvs[k - nsends];
+        if (in->peer < 0 || in->peer >= g->world || in->peer == g->rank) {
+            st = spmd__coll_fail(c, SPMD_ERR_INVALID, "internal: transfer with rank %d", in->peer);
             goto out;
         }
-        int r = poll(pfds, (nfds_t)np, left < 0 || left > 1000 ? 1000 : left);
-        if (r < 0 && errno != EINTR) {
-            st = spmd__coll_fail(c, SPMD_ERR_SYSTEM, "poll: %s", strerror(errno));
-            goto out;
+        xop *o = &x.ops[k];
+        o->peer = in->peer;
+        o->buf = in->buf;
+        o->len = in->len;
+        o->send = k < nsends;
+        o->done = 0;
+        o->cma = o->send && in->len >= CMA_MIN_BYTES && g->cma && g->cma[in->peer].ok;
+        o->ph = o->send ? P_WRITE : P_HDR;
+        if (o->send) {
+            make_hdr(c, o->hdr, o->cma ? M_CMA : M_INLINE, in->len);
+            if (o->cma) spmd__put_u64(o->hdr + XHDR, (uint64_t)(uintptr_t)in->buf);
         }
-        spin_start = 0;
+        int s = 0;
+        while (s < x.nslots && x.slots[s].peer != in->peer) s++;
+        if (s == x.nslots) {
+            xslot *sl = &x.slots[x.nslots++];
+            memset(sl, 0, sizeof *sl);
+            sl->peer = in->peer;
+            sl->fd = g->coll_fd[in->peer];
+            sl->writing = sl->reading = -1;
+        }
+        o->slot = s;
     }
+    st = run(&x, pfds);
 out:
-    if (pfds != pstack) free(pfds);
-    if (ops != stack_ops) free(ops);
+    if (x.ops != stack_ops) {
+        free(x.ops);
+        free(x.slots);
+        free(pfds);
+    }
     return st;
 }
 

@@ -1,0 +1,177 @@
+/* cma.c — same-kernel single-copy transfers (Linux cross-memory attach).
+ *
+ * Two ranks under one kernel can move a large collective message with one
+ * copy: the receiver reads it straight out of the sender's memory with
+ * process_vm_readv(2), where TCP over loopback copies every byte twice (into
+ * the kernel and out again) on both ranks' CPU time.
+ *
+ * Whether a pair may do it is settled once, when the group connects, over the
+ * collective channel (still idle then): every rank sends every peer a probe
+ *     u32 magic | u32 willing | u32 pid | u32 zero | u64 pid-namespace id |
+ *     u64 token address | u64 token | 40 bytes boot id
+ * then tries to read the token of each peer that runs under the same kernel
+ * (same boot id, same pid namespace), and answers with a verdict
+ *     u32 magic | u32 could-read.
+ * A pair uses cross-memory attach only when both ranks could read the other
+ * (containers often forbid the syscall, Yama's ptrace_scope may too);
+ * otherwise its messages stay on TCP.  SPMD_CMA=0 turns it off.
+ *
+ * Every later read also reads the token again and checks it, so a pid that
+ * no longer belongs to the peer can never yield foreign bytes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "group_internal.h"
+
+#define PROBE_MAGIC 0x434d4131u   /* "CMA1" */
+#define VERDICT_MAGIC 0x434d4156u /* "CMAV" */
+#define BOOT_ID_LEN 40
+#define PROBE_LEN (40 + BOOT_ID_LEN)
+
+typedef struct {
+    int willing, pid;
+    uint64_t pidns, token_addr, token;
+    char boot_id[BOOT_ID_LEN];
+} probe;
+
+/* Which kernel and pid namespace we run under; 0 when unknown. */
+static int identity(char boot_id[BOOT_ID_LEN], uint64_t *pidns) {
+    memset(boot_id, 0, BOOT_ID_LEN);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, boot_id, BOOT_ID_LEN - 1);
+    close(fd);
+    struct stat s;
+    if (n < 16 || stat("/proc/self/ns/pid", &s) != 0) return 0;
+    *pidns = ((uint64_t)s.st_dev << 32) ^ (uint64_t)s.st_ino;
+    return 1;
+}
+
+static int cma_wanted(void) {
+    const char *e = getenv("SPMD_CMA");
+    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0));
+}
+
+static void encode(const probe *p, unsigned char *b) {
+    memset(b, 0, PROBE_LEN);
+    spmd__put_u32(b, PROBE_MAGIC);
+    spmd__put_u32(b + 4, (uint32_t)p->willing);
+    spmd__put_u32(b + 8, (uint32_t)p->pid);
+    spmd__put_u64(b + 16, p->pidns);
+    spmd__put_u64(b + 24, p->token_addr);
+    spmd__put_u64(b + 32, p->token);
+    memcpy(b + 40, p->boot_id, BOOT_ID_LEN);
+}
+
+static int decode(const unsigned char *b, probe *p) {
+    if (spmd__get_u32(b) != PROBE_MAGIC || spmd__get_u32(b + 12) != 0) return 0;
+    p->willing = spmd__get_u32(b + 4) == 1;
+    p->pid = (int)spmd__get_u32(b + 8);
+    p->pidns = spmd__get_u64(b + 16);
+    p->token_addr = spmd__get_u64(b + 24);
+    p->token = spmd__get_u64(b + 32);
+    memcpy(p->boot_id, b + 40, BOOT_ID_LEN);
+    p->boot_id[BOOT_ID_LEN - 1] = 0;
+    return 1;
+}
+
+spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
+                           size_t errlen) {
+    const spmd__cma_peer *p = &g->cma[peer];
+    uint64_t token = 0;
+    struct iovec local[2] = {{&token, sizeof token}, {dst, len}};
+    struct iovec remote[2] = {{(void *)(uintptr_t)p->token_addr, sizeof token},
+                              {(void *)(uintptr_t)addr, len}};
+    size_t want = sizeof token + len, got = 0;
+    while (got < want) {
+        ssize_t n = process_vm_readv(p->pid, local, 2, remote, 2, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return spmd__fail(err, errlen, n < 0 && errno == ESRCH ? SPMD_ERR_REMOTE : SPMD_ERR_SYSTEM,
+                              "reading %zu bytes from rank %d (pid %d) with process_vm_readv: %s", len, peer,
+                              p->pid, n < 0 ? strerror(errno) : "nothing read");
+        got += (size_t)n;
+        /* a partial read stops at a page boundary; go on from there */
+        for (int i = 0; i < 2; i++) {
+            size_t take = (size_t)n < local[i].iov_len ? (size_t)n : local[i].iov_len;
+            local[i].iov_base = (char *)local[i].iov_base + take;
+            local[i].iov_len -= take;
+            remote[i].iov_base = (char *)remote[i].iov_base + take;
+            remote[i].iov_len -= take;
+            n -= (ssize_t)take;
+        }
+    }
+    if (token != p->token)
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
+                          "rank %d's process (pid %d) is gone: its memory no longer holds its token", peer, p->pid);
+    return SPMD_OK;
+}
+
+spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size_t errlen) {
+    g->cma = calloc((size_t)g->world, sizeof *g->cma);
+    if (!g->cma) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    if (g->world == 1) return SPMD_OK;
+    probe me = {0};
+    if (getrandom(&g->cma_token, sizeof g->cma_token, 0) != (ssize_t)sizeof g->cma_token)
+        g->cma_token = spmd__now_ns() * 0x9e3779b97f4a7c15ull;
+    me.willing = cma_wanted() && identity(me.boot_id, &me.pidns);
+    me.pid = (int)getpid();
+    me.token_addr = (uint64_t)(uintptr_t)&g->cma_token;
+    me.token = g->cma_token;
+    unsigned char out[PROBE_LEN], in[PROBE_LEN];
+    encode(&me, out);
+    char why[SPMD__ERRLEN];
+    spmd_status st;
+    /* 80 bytes fit any socket buffer: write to everyone, then read everyone */
+    for (int p = 0; p < g->world; p++) {
+        if (p == g->rank) continue;
+        if ((st = spmd__write_full(g->coll_fd[p], out, sizeof out, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: same-host probe to rank %d: %s", g->rank, p, why);
+    }
+    for (int p = 0; p < g->world; p++) {
+        if (p == g->rank) continue;
+        probe them;
+        if ((st = spmd__read_full(g->coll_fd[p], in, sizeof in, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: same-host probe from rank %d: %s", g->rank, p, why);
+        if (!decode(in, &them))
+            return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled same-host probe from rank %d",
+                              g->rank, p);
+        spmd__cma_peer *cp = &g->cma[p];
+        cp->pid = them.pid;
+        cp->token_addr = them.token_addr;
+        cp->token = them.token;
+        int same = me.willing && them.willing && them.pidns == me.pidns &&
+                   strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
+        if (same) {
+            char scratch[8];
+            cp->readable = spmd__cma_read(g, p, scratch, them.token_addr, sizeof scratch, why, sizeof why) == SPMD_OK;
+            if (!cp->readable) spmd__log(SPMD__LOG_INFO, "rank %d: no cross-memory attach with rank %d: %s", g->rank, p, why);
+        }
+    }
+    unsigned char v[8];
+    for (int p = 0; p < g->world; p++) {
+        if (p == g->rank) continue;
+        spmd__put_u32(v, VERDICT_MAGIC);
+        spmd__put_u32(v + 4, (uint32_t)g->cma[p].readable);
+        if ((st = spmd__write_full(g->coll_fd[p], v, sizeof v, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: same-host verdict to rank %d: %s", g->rank, p, why);
+    }
+    for (int p = 0; p < g->world; p++) {
+        if (p == g->rank) continue;
+        if ((st = spmd__read_full(g->coll_fd[p], v, sizeof v, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: same-host verdict from rank %d: %s", g->rank, p, why);
+        if (spmd__get_u32(v) != VERDICT_MAGIC || spmd__get_u32(v + 4) > 1)
+            return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled same-host verdict from rank %d",
+                              g->rank, p);
+        g->cma[p].ok = g->cma[p].readable && spmd__get_u32(v + 4) == 1;
+    }
+    return SPMD_OK;
+}
