@@ -15,3 +15,5 @@ foreach(t resume mlp)
   add_dependencies(test_nn_train_${t} spmd-train)
   set_tests_properties(test_nn_train_${t} PROPERTIES SKIP_RETURN_CODE 77)
 endforeach()
+# Convolution kernels (im2col + OpenBLAS, direct AVX2 / AVX-512) against a reference.
+spmd_test(test_nn_conv SOURCES unit/test_nn_conv.c LIBS spmdnn LABELS unit nn TIMEOUT 120)

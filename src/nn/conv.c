@@ -1,5 +1,8 @@
 /* conv.c — 2-D convolution by im2col + GEMM, a few output rows at a time.
  *
+ * 3x3 stride-1 convolutions first try the direct kernels of conv_direct.c
+ * (no im2col, no BLAS); everything they do not take comes here.
+ *
  * Activations are (C, B, H, W), so the output (OC, B, OH, OW) is a matrix
  * whose columns are the B*OH*OW output pixels in order.  For a chunk of
  * output rows (r = b*OH + oh in [r0, r1)) the im2col matrix is
@@ -13,6 +16,7 @@
  * out and in again). */
 #include <string.h>
 #include <cblas.h>
+#include "nn/conv_direct.h"
 #include "nn/internal.h"
 
 /* Target im2col chunk: 64 Ki floats (256 KiB; the L2 is 1 MiB per core on
@@ -45,8 +49,12 @@ static int chunk_rows(const spmd_conv2d_dims *d, int B) {
     return rows > total ? (int)total : (int)rows;
 }
 
+/* Enough for either path: which one runs is decided per call (the CPU, the
+ * BLAS thread count), the scratch once per batch size. */
 size_t spmd_conv2d_col_size(const spmd_conv2d_dims *d, int B) {
-    return (size_t)d->c * d->kh * d->kw * (size_t)chunk_rows(d, B) * d->ow;
+    size_t im2col = (size_t)d->c * d->kh * d->kw * (size_t)chunk_rows(d, B) * d->ow;
+    size_t direct = spmd__conv_direct_col_size(d, B);
+    return direct > im2col ? direct : im2col;
 }
 
 /* For output column ow, the input column is ow*stride - pad + kw; [lo, hi)
@@ -231,6 +239,7 @@ void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int 
 
 void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
                          float *col, const spmd_conv2d_dims *d, int B) {
+    if (spmd__conv_direct_forward(out, inp, w, b, col, d, B)) return;
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
     for (int r0 = 0; r0 < R; r0 += cr) {
@@ -251,6 +260,7 @@ void spmd_conv2d_forward(float *out, const float *inp, const float *w, const flo
 void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,
                           const float *inp, const float *w, float *col, float *dcol,
                           const spmd_conv2d_dims *d, int B, int acc) {
+    if (spmd__conv_direct_backward(dinp, dw, db, dout, inp, w, col, dcol, d, B, acc)) return;
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
     if (db)

@@ -1,0 +1,268 @@
+/* src/nn/conv_direct.c — the 3x3 stride-1 fast path: which kernel family,
+ * which shapes, and the operand preparation around the kernels.
+ *
+ * Per image, so every prepared operand stays in the L2 cache:
+ *   forward      x = the input planes (a padded copy when pad > 0),
+ *                wt = w transposed to (c*9 + tap, o)
+ *   weight grad  dout transposed to (p, o) a block of positions at a time;
+ *                dwt (c*9 + tap, o) summed over the batch, then added to dw
+ *   input grad   dout planes padded by 2 - pad, convolved with w flipped and
+ *                transposed to (o*9 + tap, c)
+ * Scratch comes from the caller's col / dcol buffers, sized by
+ * spmd__conv_direct_col_size. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#include "nn/conv_direct.h"
+#include "nn/internal.h"
+
+/* Positions per weight-gradient block: the (p, o) block (16 KiB at 32
+ * channels) stays in L1 while every input channel streams past it. */
+#define DW_BLOCK 128
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int best_isa, active_isa;
+
+static void init(void) {
+    best_isa = SPMD__CONV_ISA_NONE;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        best_isa = SPMD__CONV_ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f")) best_isa = SPMD__CONV_ISA_AVX512;
+#endif
+    active_isa = best_isa;
+    const char *env = getenv("SPMD_CONV_ISA");
+    if (env && *env) {
+        if (strcmp(env, "blas") == 0) active_isa = SPMD__CONV_ISA_NONE;
+        else if (strcmp(env, "avx2") == 0 && best_isa >= SPMD__CONV_ISA_AVX2)
+            active_isa = SPMD__CONV_ISA_AVX2;
+    }
+}
+
+int spmd__conv_isa(void) {
+    pthread_once(&once, init);
+    return active_isa;
+}
+
+int spmd__conv_set_isa(int isa) {
+    pthread_once(&once, init);
+    if (isa < SPMD__CONV_ISA_NONE) isa = SPMD__CONV_ISA_NONE;
+    active_isa = isa < best_isa ? isa : best_isa;
+    return active_isa;
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* Shapes the kernels take with vectors of vl floats: 3x3, stride 1, the
+ * zero padding of the flipped kernel (2 - pad) not negative, and at least
+ * one vector of positions per image in both convolutions. */
+static int shape_ok(const spmd_conv2d_dims *d, int vl) {
+    if (d->kh != 3 || d->kw != 3 || d->stride != 1 || d->pad > 2) return 0;
+    long wp = d->w + 2L * d->pad;
+    long lf = (d->oh - 1) * wp + d->ow;
+    long lb = (d->h - 1) * (d->w + 2L) + d->w;
+    return lf >= vl && lb >= vl;
+}
+
+/* The family for this call, or NONE. */
+static int pick(const spmd_conv2d_dims *d) {
+    int isa = spmd__conv_isa();
+    if (isa == SPMD__CONV_ISA_NONE) return isa;
+    /* with several BLAS threads the im2col path runs in parallel; these
+     * kernels do not */
+    if (openblas_get_num_threads() > 1) return SPMD__CONV_ISA_NONE;
+    int vl = isa == SPMD__CONV_ISA_AVX512 ? SPMD__DCONV_VL_AVX512 : SPMD__DCONV_VL_AVX2;
+    return shape_ok(d, vl) ? isa : SPMD__CONV_ISA_NONE;
+}
+
+/* Scratch carving: 64-byte aligned pieces. */
+static float *carve(float **p, size_t n) {
+    float *q = (float *)(((uintptr_t)*p + 63) & ~(uintptr_t)63);
+    *p = q + round_up(n, 16);
+    return q;
+}
+
+#define ALIGN_SLACK 16
+
+size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
+    (void)B;
+    if (!shape_ok(d, SPMD__DCONV_VL_AVX2)) return 0;
+    size_t hp = (size_t)d->h + 2 * d->pad, wp = (size_t)d->w + 2 * d->pad;
+    size_t opad = round_up((size_t)d->oc, SPMD__DCONV_OBLOCK);
+    size_t cpad = round_up((size_t)d->c, SPMD__DCONV_OBLOCK);
+    size_t xpad = d->pad ? round_up((size_t)d->c * hp * wp, 16) : 0;
+    size_t wt = round_up((size_t)d->c * 9 * opad, 16);
+    size_t col = ALIGN_SLACK + xpad + wt + round_up((size_t)DW_BLOCK * opad, 16);
+    size_t dcol = ALIGN_SLACK + round_up((size_t)d->oc * (d->h + 2) * (d->w + 2), 16) +
+                  round_up((size_t)d->oc * 9 * cpad, 16);
+    return col > dcol ? col : dcol;
+}
+
+/* Image b of inp (C, B, H, W) zero padded by pad into xp (C, hp, wp). */
+static void pad_image(float *xp, const float *inp, int C, int B, int H, int W, int pad, int b) {
+    const int hp = H + 2 * pad, wp = W + 2 * pad;
+    for (int c = 0; c < C; c++) {
+        float *dst = xp + (size_t)c * hp * wp;
+        const float *src = inp + ((size_t)c * B + b) * H * W;
+        memset(dst, 0, sizeof(float) * (size_t)pad * wp);
+        for (int y = 0; y < H; y++) {
+            float *row = dst + (size_t)(y + pad) * wp;
+            for (int x = 0; x < pad; x++) row[x] = row[pad + W + x] = 0.0f;
+            memcpy(row + pad, src + (size_t)y * W, sizeof(float) * W);
+        }
+        memset(dst + (size_t)(pad + H) * wp, 0, sizeof(float) * (size_t)pad * wp);
+    }
+}
+
+/* wt[(c*9 + t)*opad + o] = w[(o*C + c)*9 + t], zero for o >= OC. */
+static void transpose_w(float *wt, const float *w, int C, int OC, int opad) {
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < 9; t++) {
+            float *row = wt + ((size_t)c * 9 + t) * opad;
+            for (int o = 0; o < OC; o++) row[o] = w[((size_t)o * C + c) * 9 + t];
+            for (int o = OC; o < opad; o++) row[o] = 0.0f;
+        }
+}
+
+/* The flipped kernel: wf[(o*9 + kh*3 + kw)*cpad + c] = w[o][c][2-kh][2-kw],
+ * zero for c >= C. */
+static void flip_w(float *wf, const float *w, int C, int OC, int cpad) {
+    for (int o = 0; o < OC; o++)
+        for (int t = 0; t < 9; t++) {
+            float *row = wf + ((size_t)o * 9 + t) * cpad;
+            for (int c = 0; c < C; c++) row[c] = w[((size_t)o * C + c) * 9 + (8 - t)];
+            for (int c = C; c < cpad; c++) row[c] = 0.0f;
+        }
+}
+
+static void run_dconv(int isa, const spmd__dconv_args *a) {
+#if defined(__x86_64__)
+    if (isa == SPMD__CONV_ISA_AVX512) spmd__dconv3_avx512(a);
+    else spmd__dconv3_avx2(a);
+#else
+    (void)isa; (void)a;
+#endif
+}
+
+static void run_dwconv(int isa, const spmd__dwconv_args *a) {
+#if defined(__x86_64__)
+    if (isa == SPMD__CONV_ISA_AVX512) spmd__dwconv3_avx512(a);
+    else spmd__dwconv3_avx2(a);
+#else
+    (void)isa; (void)a;
+#endif
+}
+
+int spmd__conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
+                              float *col, const spmd_conv2d_dims *d, int B) {
+    const int isa = pick(d);
+    if (isa == SPMD__CONV_ISA_NONE) return 0;
+    const int C = d->c, H = d->h, W = d->w, P = d->pad;
+    const int opad = (int)round_up((size_t)d->oc, SPMD__DCONV_OBLOCK);
+    float *p = col;
+    float *xp = P ? carve(&p, (size_t)C * (H + 2 * P) * (W + 2 * P)) : NULL;
+    float *wt = carve(&p, (size_t)C * 9 * opad);
+    transpose_w(wt, w, C, d->oc, opad);
+    spmd__dconv_args a = {
+        .xcs = P ? (size_t)(H + 2 * P) * (W + 2 * P) : (size_t)B * H * W,
+        .cin = C, .wp = W + 2 * P, .hout = d->oh, .wout = d->ow,
+        .wt = wt, .opad = opad, .cout = d->oc,
+        .ycs = (size_t)B * d->oh * d->ow, .bias = b, .acc = 0,
+    };
+    for (int i = 0; i < B; i++) {
+        if (P) {
+            pad_image(xp, inp, C, B, H, W, P, i);
+            a.x = xp;
+        } else {
+            a.x = inp + (size_t)i * H * W;
+        }
+        a.y = out + (size_t)i * d->oh * d->ow;
+        run_dconv(isa, &a);
+    }
+    return 1;
+}
+
+/* dt[(p - p0)*opad + o] for p in [p0, p0 + np) of image b: dout at
+ * (p / wp, p % wp) when that column is an output, else 0; 0 for o >= OC. */
+static void transpose_dout(float *dt, const float *dout, const spmd_conv2d_dims *d, int B, int b,
+                           int wp, int p0, int np, int opad) {
+    const int OW = d->ow, OC = d->oc;
+    const size_t plane = (size_t)B * d->oh * OW;
+    for (int p = p0; p < p0 + np;) {
+        const int oh = p / wp, r0 = oh * wp;
+        const int end = r0 + wp < p0 + np ? r0 + wp : p0 + np;   /* this row's part */
+        int vend = r0 + OW < end ? r0 + OW : end;                /* its outputs */
+        const float *src = dout + ((size_t)b * d->oh + oh) * OW;
+        for (int q = p; q < vend; q++) {
+            float *row = dt + (size_t)(q - p0) * opad;
+            for (int o = 0; o < OC; o++) row[o] = src[(size_t)o * plane + (q - r0)];
+            for (int o = OC; o < opad; o++) row[o] = 0.0f;
+        }
+        if (vend < p) vend = p;
+        memset(dt + (size_t)(vend - p0) * opad, 0, sizeof(float) * (size_t)(end - vend) * opad);
+        p = end;
+    }
+}
+
+int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, float *col, float *dcol,
+                               const spmd_conv2d_dims *d, int B, int acc) {
+    const int isa = pick(d);
+    if (isa == SPMD__CONV_ISA_NONE) return 0;
+    const int C = d->c, H = d->h, W = d->w, P = d->pad, OC = d->oc, OH = d->oh, OW = d->ow;
+    const int wp = W + 2 * P, hp = H + 2 * P, L = (OH - 1) * wp + OW;
+    const int opad = (int)round_up((size_t)OC, SPMD__DCONV_OBLOCK);
+    const size_t N = (size_t)B * OH * OW;
+    if (db)
+        for (int o = 0; o < OC; o++) db[o] += spmd__sum(dout + (size_t)o * N, N);
+
+    /* weight gradient */
+    float *p = col;
+    float *xp = P ? carve(&p, (size_t)C * hp * wp) : NULL;
+    float *dwt = carve(&p, (size_t)C * 9 * opad);
+    float *dt = carve(&p, (size_t)DW_BLOCK * opad);
+    memset(dwt, 0, sizeof(float) * (size_t)C * 9 * opad);
+    spmd__dwconv_args g = {.xcs = P ? (size_t)hp * wp : (size_t)B * H * W, .cin = C, .wp = wp,
+                           .dt = dt, .opad = opad, .dwt = dwt};
+    for (int i = 0; i < B; i++) {
+        const float *x = inp + (size_t)i * H * W;
+        if (P) {
+            pad_image(xp, inp, C, B, H, W, P, i);
+            x = xp;
+        }
+        for (int p0 = 0; p0 < L; p0 += DW_BLOCK) {
+            int np = L - p0 < DW_BLOCK ? L - p0 : DW_BLOCK;
+            transpose_dout(dt, dout, d, B, i, wp, p0, np, opad);
+            g.x = x + p0;
+            g.np = np;
+            run_dwconv(isa, &g);
+        }
+    }
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < 9; t++)
+                dw[((size_t)o * C + c) * 9 + t] += dwt[((size_t)c * 9 + t) * opad + o];
+
+    if (!dinp) return 1;
+    /* input gradient: dout padded by q = 2 - pad, the flipped kernel */
+    const int q = 2 - P, hq = OH + 2 * q, wq = OW + 2 * q;
+    const int cpad = (int)round_up((size_t)C, SPMD__DCONV_OBLOCK);
+    p = dcol;
+    float *dp = carve(&p, (size_t)OC * hq * wq);
+    float *wf = carve(&p, (size_t)OC * 9 * cpad);
+    flip_w(wf, w, C, OC, cpad);
+    spmd__dconv_args a = {
+        .x = dp, .xcs = (size_t)hq * wq, .cin = OC, .wp = wq, .hout = H, .wout = W,
+        .wt = wf, .opad = cpad, .cout = C, .ycs = (size_t)B * H * W, .bias = NULL, .acc = acc,
+    };
+    for (int i = 0; i < B; i++) {
+        if (q) pad_image(dp, dout, OC, B, OH, OW, q, i);
+        else a.x = dout + (size_t)i * OH * OW, a.xcs = N;
+        a.y = dinp + (size_t)i * H * W;
+        run_dconv(isa, &a);
+    }
+    return 1;
+}
