@@ -156,6 +156,18 @@ static void run_dwconv(int isa, const spmd__dwconv_args *a) {
 #endif
 }
 
+static void run_dout_t(int isa, float *dt, const float *src, size_t plane, int cout, int opad,
+                       int wp, int wout, int p0, int np) {
+#if defined(__x86_64__)
+    if (isa == SPMD__CONV_ISA_AVX512)
+        spmd__dconv_dout_t_avx512(dt, src, plane, cout, opad, wp, wout, p0, np);
+    else spmd__dconv_dout_t_avx2(dt, src, plane, cout, opad, wp, wout, p0, np);
+#else
+    (void)isa; (void)dt; (void)src; (void)plane; (void)cout; (void)opad; (void)wp; (void)wout;
+    (void)p0; (void)np;
+#endif
+}
+
 int spmd__conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
                               float *col, const spmd_conv2d_dims *d, int B) {
     const int isa = pick(d);
@@ -183,28 +195,6 @@ int spmd__conv_direct_forward(float *out, const float *inp, const float *w, cons
         run_dconv(isa, &a);
     }
     return 1;
-}
-
-/* dt[(p - p0)*opad + o] for p in [p0, p0 + np) of image b: dout at
- * (p / wp, p % wp) when that column is an output, else 0; 0 for o >= OC. */
-static void transpose_dout(float *dt, const float *dout, const spmd_conv2d_dims *d, int B, int b,
-                           int wp, int p0, int np, int opad) {
-    const int OW = d->ow, OC = d->oc;
-    const size_t plane = (size_t)B * d->oh * OW;
-    for (int p = p0; p < p0 + np;) {
-        const int oh = p / wp, r0 = oh * wp;
-        const int end = r0 + wp < p0 + np ? r0 + wp : p0 + np;   /* this row's part */
-        int vend = r0 + OW < end ? r0 + OW : end;                /* its outputs */
-        const float *src = dout + ((size_t)b * d->oh + oh) * OW;
-        for (int q = p; q < vend; q++) {
-            float *row = dt + (size_t)(q - p0) * opad;
-            for (int o = 0; o < OC; o++) row[o] = src[(size_t)o * plane + (q - r0)];
-            for (int o = OC; o < opad; o++) row[o] = 0.0f;
-        }
-        if (vend < p) vend = p;
-        memset(dt + (size_t)(vend - p0) * opad, 0, sizeof(float) * (size_t)(end - vend) * opad);
-        p = end;
-    }
 }
 
 int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -235,7 +225,7 @@ int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *d
         }
         for (int p0 = 0; p0 < L; p0 += DW_BLOCK) {
             int np = L - p0 < DW_BLOCK ? L - p0 : DW_BLOCK;
-            transpose_dout(dt, dout, d, B, i, wp, p0, np, opad);
+            run_dout_t(isa, dt, dout + (size_t)i * OH * OW, N, OC, opad, wp, OW, p0, np);
             g.x = x + p0;
             g.np = np;
             run_dwconv(isa, &g);

@@ -60,6 +60,13 @@ typedef struct {
 #define SPMD__DCONV_VL_AVX512 16
 #define SPMD__DCONV_VL_AVX2 8
 
+/* A block of the weight gradient's transposed dout: dt[(p - p0)*opad + o]
+ * for p in [p0, p0 + np) of one image, src + o*plane + oh*wout + ow its
+ * dout; 0 where p % wp >= wout and for o >= cout. */
+void spmd__dconv_dout_t_avx512(float *dt, const float *src, size_t plane, int cout, int opad,
+                               int wp, int wout, int p0, int np);
+void spmd__dconv_dout_t_avx2(float *dt, const float *src, size_t plane, int cout, int opad,
+                             int wp, int wout, int p0, int np);
 void spmd__dconv3_avx512(const spmd__dconv_args *a);
 void spmd__dwconv3_avx512(const spmd__dwconv_args *a);
 void spmd__dconv3_avx2(const spmd__dconv_args *a);

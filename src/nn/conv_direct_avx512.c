@@ -27,6 +27,34 @@
 #define DW_OV 2
 #define NAME(f) f##_avx512
 
+/* 16 x 16 transpose: pairs within 128-bit lanes, then quads, then the
+ * lanes themselves. */
+KT static inline void transpose16(__m512 *r) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4i + j], 128-bit lane l: rows 4i..4i+3 of column 4l + j */
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+        __m512 w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        __m512 v1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+        __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+    }
+}
+#define TRANSPOSE(r) transpose16(r)
+
 #include "nn/conv_direct_kern.h"
 
 #endif

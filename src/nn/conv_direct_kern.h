@@ -7,6 +7,7 @@
  *   MASK, MASK_LANES(lo, hi)          lanes [lo, hi) set
  *   VLOADM(p, m) VSTOREM(p, m, v)     masked load (zero elsewhere) / store;
  *                                     masked-off lanes are not accessed
+ *   TRANSPOSE(r)  transpose the VL x VL block in VEC r[VL] in place
  *   FWD_TO        output channels per forward tile (accumulators: FWD_TO x 3)
  *   DW_KH, DW_OV  kernel rows and vectors of 32/VL channels per weight-
  *                 gradient tile (accumulators: DW_KH*3 x DW_OV)
@@ -14,44 +15,51 @@
  * See conv_direct.h for the layouts. */
 
 #include <stdint.h>
+#include <string.h>
 
-#define FWD_VMAX 3                    /* vectors of positions per forward tile */
-#define SEG_MAX (FWD_VMAX * (VL + 2)) /* rows one tile can touch, bounded */
+#define FWD_VMAX 3         /* vectors of positions per forward tile */
+#define SEG_V (VL / 3 + 2) /* rows one vector can touch (wp >= 3) */
 
-/* Where a tile's lanes go: lanes m of vector v land at y + dst + lane. */
+/* Where a tile's vectors go: lanes m of vector v land at y + dst + lane
+ * (full: all lanes, a plain store). */
 typedef struct {
-    int v;
-    MASK m;
-    ptrdiff_t dst;
-} NAME(seg);
+    int n[FWD_VMAX];
+    struct {
+        MASK m;
+        ptrdiff_t dst;
+        int full;
+    } s[FWD_VMAX][SEG_V];
+} NAME(segs);
 
 /* The output segments of the tile [p0, p0 + V*VL), skipping p < from (the
  * last tile of an image is moved back to end at L, over part of the one
  * before it: those outputs are already written, and with acc must not be
  * added twice). */
-KT static int NAME(tile_segs)(NAME(seg) *s, int p0, int from, int V, int wp, int wout) {
-    int n = 0;
+KT static void NAME(tile_segs)(NAME(segs) *s, int p0, int from, int V, int wp, int wout) {
     for (int v = 0; v < V; v++) {
-        int a = p0 + v * VL, e = a + VL, lo = a > from ? a : from;
+        int a = p0 + v * VL, e = a + VL, lo = a > from ? a : from, n = 0;
         for (int row = lo / wp; row * wp < e; row++) {
             int r0 = row * wp, r1 = r0 + wout;
             int x0 = lo > r0 ? lo : r0, x1 = e < r1 ? e : r1;
             if (x0 >= x1) continue;
-            s[n].v = v;
-            s[n].m = MASK_LANES(x0 - a, x1 - a);
-            s[n].dst = (ptrdiff_t)a - (ptrdiff_t)row * (wp - wout);
+            s->s[v][n].m = MASK_LANES(x0 - a, x1 - a);
+            s->s[v][n].full = x0 == a && x1 == e;
+            s->s[v][n].dst = (ptrdiff_t)a - (ptrdiff_t)row * (wp - wout);
             n++;
         }
+        s->n[v] = n;
     }
-    return n;
 }
 
-/* FWD_TO output channels x V vectors of positions, summed over cin*9 taps,
- * into tmp[j][v*VL + lane]. */
-KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(float *tmp, const float *xp,
-                                                                   size_t xcs, int wp, int cin,
-                                                                   const float *wt, int opad,
-                                                                   const int V) {
+/* One tile: FWD_TO output channels from o0 x V vectors of positions from
+ * p0, summed over cin*9 taps in registers, then stored (or added) where the
+ * segments say. */
+KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(const spmd__dconv_args *a,
+                                                                   const NAME(segs) *sg, int p0,
+                                                                   int o0, const int V) {
+    const int wp = a->wp, opad = a->opad, cin = a->cin;
+    const size_t xcs = a->xcs;
+    const float *xp = a->x + p0, *wt = a->wt + o0;
     VEC acc[FWD_TO][FWD_VMAX];
 #pragma GCC unroll 16
     for (int j = 0; j < FWD_TO; j++)
@@ -77,55 +85,59 @@ KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(float *tmp, 
         }
     }
 #pragma GCC unroll 16
-    for (int j = 0; j < FWD_TO; j++)
-#pragma GCC unroll 3
-        for (int v = 0; v < V; v++) VSTORE(tmp + j * FWD_VMAX * VL + v * VL, acc[j][v]);
-}
-
-/* Write (or add) the tile's valid outputs for channels o0 .. o0+FWD_TO-1. */
-KT static void NAME(fwd_emit)(const spmd__dconv_args *a, const float *tmp, int o0,
-                              const NAME(seg) *s, int ns) {
-    for (int j = 0; j < FWD_TO && o0 + j < a->cout; j++) {
+    for (int j = 0; j < FWD_TO; j++) {
         const int o = o0 + j;
+        if (o >= a->cout) break;
         /* integer address arithmetic: a segment's base may lie before y
          * (only its unmasked lanes are touched) */
-        uintptr_t yo = (uintptr_t)(a->y + (size_t)o * a->ycs);
-        VEC bias = a->bias ? VBCAST(a->bias + o) : VZERO();
-        for (int i = 0; i < ns; i++) {
-            VEC v = VLOAD(tmp + j * FWD_VMAX * VL + s[i].v * VL);
-            float *dp = (float *)(yo + (uintptr_t)(s[i].dst * (ptrdiff_t)sizeof(float)));
-            if (a->bias) v = VADD(v, bias);
-            if (a->acc) v = VADD(v, VLOADM(dp, s[i].m));
-            VSTOREM(dp, s[i].m, v);
+        const uintptr_t yo = (uintptr_t)(a->y + (size_t)o * a->ycs);
+        const VEC bias = a->bias ? VBCAST(a->bias + o) : VZERO();
+#pragma GCC unroll 3
+        for (int v = 0; v < V; v++) {
+            VEC val = a->bias ? VADD(acc[j][v], bias) : acc[j][v];
+            for (int i = 0; i < sg->n[v]; i++) {
+                float *dp = (float *)(yo + (uintptr_t)(sg->s[v][i].dst * (ptrdiff_t)sizeof(float)));
+                if (sg->s[v][i].full) {
+                    VSTORE(dp, a->acc ? VADD(val, VLOAD(dp)) : val);
+                } else {
+                    const MASK m = sg->s[v][i].m;
+                    VSTOREM(dp, m, a->acc ? VADD(val, VLOADM(dp, m)) : val);
+                }
+            }
         }
     }
 }
 
-KT static inline __attribute__((always_inline)) void NAME(fwd_image)(const spmd__dconv_args *a,
-                                                                    const int V) {
-    const int L = (a->hout - 1) * a->wp + a->wout, W = V * VL;
-    float tmp[FWD_TO * FWD_VMAX * VL] __attribute__((aligned(64)));
-    NAME(seg) s[SEG_MAX];
-    for (int p0 = 0, from = 0;; p0 += W) {
-        if (p0 + W > L) {
-            from = p0;
-            p0 = L - W;
-        }
-        int ns = NAME(tile_segs)(s, p0, from, V, a->wp, a->wout);
-        for (int o0 = 0; o0 < a->cout; o0 += FWD_TO) {
-            NAME(fwd_tile)(tmp, a->x + p0, a->xcs, a->wp, a->cin, a->wt + o0, a->opad, V);
-            NAME(fwd_emit)(a, tmp, o0, s, ns);
-        }
-        if (p0 + W >= L) break;
-        from = p0 + W;
+/* Tiles of V vectors from p0 on while they fit below L; returns the end. */
+KT static inline __attribute__((always_inline)) int NAME(fwd_run)(const spmd__dconv_args *a,
+                                                                 int p0, int L, const int V) {
+    NAME(segs) sg;
+    for (; p0 + V * VL <= L; p0 += V * VL) {
+        NAME(tile_segs)(&sg, p0, p0, V, a->wp, a->wout);
+        for (int o0 = 0; o0 < a->cout; o0 += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o0, V);
     }
+    return p0;
 }
 
+/* The last positions [from, L): one tile of V vectors ending at L. */
+KT static inline __attribute__((always_inline)) void NAME(fwd_last)(const spmd__dconv_args *a,
+                                                                   int from, int L, const int V) {
+    NAME(segs) sg;
+    const int p0 = L - V * VL;
+    NAME(tile_segs)(&sg, p0, from, V, a->wp, a->wout);
+    for (int o0 = 0; o0 < a->cout; o0 += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o0, V);
+}
+
+/* Positions in tiles of three vectors (or fewer when L is short); the rest,
+ * under three vectors, in one tile of as many vectors as it needs. */
 KT void NAME(spmd__dconv3)(const spmd__dconv_args *a) {
     const int L = (a->hout - 1) * a->wp + a->wout;
-    if (L >= 3 * VL) NAME(fwd_image)(a, 3);
-    else if (L >= 2 * VL) NAME(fwd_image)(a, 2);
-    else NAME(fwd_image)(a, 1);
+    int p = L >= 3 * VL ? NAME(fwd_run)(a, 0, L, 3) : L >= 2 * VL ? NAME(fwd_run)(a, 0, L, 2)
+                                                                   : NAME(fwd_run)(a, 0, L, 1);
+    int rest = L - p;
+    if (rest > 2 * VL) NAME(fwd_last)(a, p, L, 3);
+    else if (rest > VL) NAME(fwd_last)(a, p, L, 2);
+    else if (rest > 0) NAME(fwd_last)(a, p, L, 1);
 }
 
 /* Weight gradient of one block: for each input channel and 32-channel output
@@ -170,5 +182,35 @@ KT void NAME(spmd__dwconv3)(const spmd__dwconv_args *a) {
     }
 }
 
+/* dt[(p - p0)*opad + o] for p in [p0, p0 + np): dout at (p / wp, p % wp)
+ * when that column is an output (p % wp < wout), else 0; 0 for o >= cout.
+ * src is the image's dout: src + o*plane + oh*wout + ow.  VL x VL blocks
+ * (channels x positions of one row) transposed in registers. */
+KT void NAME(spmd__dconv_dout_t)(float *dt, const float *src, size_t plane, int cout, int opad,
+                                 int wp, int wout, int p0, int np) {
+    for (int p = p0; p < p0 + np;) {
+        const int oh = p / wp, r0 = oh * wp;
+        const int end = r0 + wp < p0 + np ? r0 + wp : p0 + np;   /* this row's part */
+        int vend = r0 + wout < end ? r0 + wout : end;            /* its outputs */
+        for (int q = p; q < vend; q += VL) {
+            const int n = vend - q < VL ? vend - q : VL;
+            const MASK m = MASK_LANES(0, n);
+            const float *s = src + (size_t)oh * wout + (q - r0);
+            for (int o0 = 0; o0 < opad; o0 += VL) {
+                VEC r[VL];
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++)
+                    r[i] = o0 + i < cout ? VLOADM(s + (size_t)(o0 + i) * plane, m) : VZERO();
+                TRANSPOSE(r);
+                float *d = dt + (size_t)(q - p0) * opad + o0;
+                for (int i = 0; i < n; i++) VSTORE(d + (size_t)i * opad, r[i]);
+            }
+        }
+        if (vend < p) vend = p;
+        memset(dt + (size_t)(vend - p0) * opad, 0, sizeof(float) * (size_t)(end - vend) * opad);
+        p = end;
+    }
+}
+
 #undef FWD_VMAX
-#undef SEG_MAX
+#undef SEG_V
