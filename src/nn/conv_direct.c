@@ -18,8 +18,9 @@
 #include "nn/conv_direct.h"
 #include "nn/internal.h"
 
-/* Positions per weight-gradient block: the (p, o) block (16 KiB at 32
- * channels) stays in L1 while every input channel streams past it. */
+/* Output pixels per weight-gradient block (whole rows, at least one): the
+ * (pixel, o) block (16 KiB at 32 channels) stays in L1 while every input
+ * channel streams past it. */
 #define DW_BLOCK 128
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -87,6 +88,11 @@ static float *carve(float **p, size_t n) {
 
 #define ALIGN_SLACK 16
 
+static int dw_rows(const spmd_conv2d_dims *d) {
+    int r = DW_BLOCK / d->ow;
+    return r < 1 ? 1 : r > d->oh ? d->oh : r;
+}
+
 size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
     (void)B;
     if (!shape_ok(d, SPMD__DCONV_VL_AVX2)) return 0;
@@ -95,7 +101,7 @@ size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
     size_t cpad = round_up((size_t)d->c, SPMD__DCONV_OBLOCK);
     size_t xpad = d->pad ? round_up((size_t)d->c * hp * wp, 16) : 0;
     size_t wt = round_up((size_t)d->c * 9 * opad, 16);
-    size_t col = ALIGN_SLACK + xpad + wt + round_up((size_t)DW_BLOCK * opad, 16);
+    size_t col = ALIGN_SLACK + xpad + wt + round_up((size_t)dw_rows(d) * d->ow * opad, 16);
     size_t dcol = ALIGN_SLACK + round_up((size_t)d->oc * (d->h + 2) * (d->w + 2), 16) +
                   round_up((size_t)d->oc * 9 * cpad, 16);
     return col > dcol ? col : dcol;
@@ -157,14 +163,12 @@ static void run_dwconv(int isa, const spmd__dwconv_args *a) {
 }
 
 static void run_dout_t(int isa, float *dt, const float *src, size_t plane, int cout, int opad,
-                       int wp, int wout, int p0, int np) {
+                       int n) {
 #if defined(__x86_64__)
-    if (isa == SPMD__CONV_ISA_AVX512)
-        spmd__dconv_dout_t_avx512(dt, src, plane, cout, opad, wp, wout, p0, np);
-    else spmd__dconv_dout_t_avx2(dt, src, plane, cout, opad, wp, wout, p0, np);
+    if (isa == SPMD__CONV_ISA_AVX512) spmd__dconv_dout_t_avx512(dt, src, plane, cout, opad, n);
+    else spmd__dconv_dout_t_avx2(dt, src, plane, cout, opad, n);
 #else
-    (void)isa; (void)dt; (void)src; (void)plane; (void)cout; (void)opad; (void)wp; (void)wout;
-    (void)p0; (void)np;
+    (void)isa; (void)dt; (void)src; (void)plane; (void)cout; (void)opad; (void)n;
 #endif
 }
 
@@ -203,7 +207,7 @@ int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *d
     const int isa = pick(d);
     if (isa == SPMD__CONV_ISA_NONE) return 0;
     const int C = d->c, H = d->h, W = d->w, P = d->pad, OC = d->oc, OH = d->oh, OW = d->ow;
-    const int wp = W + 2 * P, hp = H + 2 * P, L = (OH - 1) * wp + OW;
+    const int wp = W + 2 * P, hp = H + 2 * P;
     const int opad = (int)round_up((size_t)OC, SPMD__DCONV_OBLOCK);
     const size_t N = (size_t)B * OH * OW;
     if (db)
@@ -213,21 +217,21 @@ int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *d
     float *p = col;
     float *xp = P ? carve(&p, (size_t)C * hp * wp) : NULL;
     float *dwt = carve(&p, (size_t)C * 9 * opad);
-    float *dt = carve(&p, (size_t)DW_BLOCK * opad);
+    const int rows = dw_rows(d);
+    float *dt = carve(&p, (size_t)rows * OW * opad);
     memset(dwt, 0, sizeof(float) * (size_t)C * 9 * opad);
     spmd__dwconv_args g = {.xcs = P ? (size_t)hp * wp : (size_t)B * H * W, .cin = C, .wp = wp,
-                           .dt = dt, .opad = opad, .dwt = dwt};
+                           .dt = dt, .wout = OW, .opad = opad, .dwt = dwt};
     for (int i = 0; i < B; i++) {
         const float *x = inp + (size_t)i * H * W;
         if (P) {
             pad_image(xp, inp, C, B, H, W, P, i);
             x = xp;
         }
-        for (int p0 = 0; p0 < L; p0 += DW_BLOCK) {
-            int np = L - p0 < DW_BLOCK ? L - p0 : DW_BLOCK;
-            run_dout_t(isa, dt, dout + (size_t)i * OH * OW, N, OC, opad, wp, OW, p0, np);
-            g.x = x + p0;
-            g.np = np;
+        for (int oh0 = 0; oh0 < OH; oh0 += rows) {
+            g.rows = OH - oh0 < rows ? OH - oh0 : rows;
+            run_dout_t(isa, dt, dout + ((size_t)i * OH + oh0) * OW, N, OC, opad, g.rows * OW);
+            g.x = x + (size_t)oh0 * wp;
             run_dwconv(isa, &g);
         }
     }

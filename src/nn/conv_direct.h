@@ -15,8 +15,9 @@
  * Forward and the input gradient are both such a convolution (the input
  * gradient is the dout planes, padded by 2 - pad, convolved with the
  * flipped, transposed kernel): spmd__dconv3_*.  The weight gradient sums
- * x[c][p + kh*wp + kw] * dout[p][o] over p with a block of dout transposed
- * to (p, o), o in vector lanes: spmd__dwconv3_*.  Both work on one image;
+ * x[c][p + kh*wp + kw] * dout[p][o] over the output pixels only, with a
+ * block of dout rows transposed to (pixel, o), o in vector lanes:
+ * spmd__dwconv3_*.  Both work on one image;
  * conv_direct.c loops over the batch and prepares the operands.
  *
  * The ISA files (conv_direct_avx512.c, conv_direct_avx2.c) mark their
@@ -45,14 +46,15 @@ typedef struct {
     int acc;             /* 1: y += conv, 0: y = conv */
 } spmd__dconv_args;
 
-/* One block of np positions of one image:
- * dwt (cin*9, opad) += sum over p < np of x[c][p + kh*wp + kw] * dt[p][o]. */
+/* One block of rows output rows of one image:
+ * dwt (cin*9, opad) += sum over (oh, ow) in the block of
+ *                      x[c][(oh + kh)*wp + ow + kw] * dt[oh*wout + ow][o]. */
 typedef struct {
-    const float *x;      /* cin planes, already offset to the block's first p */
+    const float *x;      /* cin planes, offset to the block's first row */
     size_t xcs;
     int cin, wp;
-    const float *dt;     /* (np, opad), zero where the p is thrown away and for o >= cout */
-    int np, opad;
+    const float *dt;     /* (rows*wout, opad), zero for o >= cout */
+    int rows, wout, opad;
     float *dwt;
 } spmd__dwconv_args;
 
@@ -60,13 +62,11 @@ typedef struct {
 #define SPMD__DCONV_VL_AVX512 16
 #define SPMD__DCONV_VL_AVX2 8
 
-/* A block of the weight gradient's transposed dout: dt[(p - p0)*opad + o]
- * for p in [p0, p0 + np) of one image, src + o*plane + oh*wout + ow its
- * dout; 0 where p % wp >= wout and for o >= cout. */
+/* The weight gradient's dout block transposed: dt[q*opad + o] = src[o*plane + q]
+ * for q < n, 0 for o >= cout. */
 void spmd__dconv_dout_t_avx512(float *dt, const float *src, size_t plane, int cout, int opad,
-                               int wp, int wout, int p0, int np);
-void spmd__dconv_dout_t_avx2(float *dt, const float *src, size_t plane, int cout, int opad,
-                             int wp, int wout, int p0, int np);
+                               int n);
+void spmd__dconv_dout_t_avx2(float *dt, const float *src, size_t plane, int cout, int opad, int n);
 void spmd__dconv3_avx512(const spmd__dconv_args *a);
 void spmd__dwconv3_avx512(const spmd__dwconv_args *a);
 void spmd__dconv3_avx2(const spmd__dconv_args *a);

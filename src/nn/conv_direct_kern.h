@@ -15,7 +15,6 @@
  * See conv_direct.h for the layouts. */
 
 #include <stdint.h>
-#include <string.h>
 
 #define FWD_VMAX 3         /* vectors of positions per forward tile */
 #define SEG_V (VL / 3 + 2) /* rows one vector can touch (wp >= 3) */
@@ -140,11 +139,11 @@ KT void NAME(spmd__dconv3)(const spmd__dconv_args *a) {
     else if (rest > 0) NAME(fwd_last)(a, p, L, 1);
 }
 
-/* Weight gradient of one block: for each input channel and 32-channel output
- * block, tiles of DW_KH kernel rows; the accumulators live in registers for
- * the whole block. */
+/* Weight gradient of one block of output rows: for each input channel and
+ * 32-channel output block, tiles of DW_KH kernel rows; the accumulators live
+ * in registers for the whole block. */
 KT void NAME(spmd__dwconv3)(const spmd__dwconv_args *a) {
-    const int wp = a->wp, np = a->np, opad = a->opad;
+    const int wp = a->wp, wout = a->wout, opad = a->opad;
     for (int c = 0; c < a->cin; c++) {
         const float *xc = a->x + (size_t)c * a->xcs;
         for (int ob = 0; ob < opad; ob += DW_OV * VL) {
@@ -156,22 +155,24 @@ KT void NAME(spmd__dwconv3)(const spmd__dwconv_args *a) {
                 for (int k = 0; k < DW_KH * 3; k++)
 #pragma GCC unroll 4
                     for (int v = 0; v < DW_OV; v++) acc[k][v] = VLOAD(dw + k * opad + v * VL);
-                const float *r[DW_KH];
+                for (int row = 0; row < a->rows; row++) {
+                    const float *r[DW_KH];
 #pragma GCC unroll 3
-                for (int i = 0; i < DW_KH; i++) r[i] = xc + (kh0 + i) * wp;
-                for (int p = 0; p < np; p++, dt += opad) {
-                    VEC d[DW_OV];
+                    for (int i = 0; i < DW_KH; i++) r[i] = xc + (size_t)(row + kh0 + i) * wp;
+                    for (int p = 0; p < wout; p++, dt += opad) {
+                        VEC d[DW_OV];
 #pragma GCC unroll 4
-                    for (int v = 0; v < DW_OV; v++) d[v] = VLOAD(dt + v * VL);
+                        for (int v = 0; v < DW_OV; v++) d[v] = VLOAD(dt + v * VL);
 #pragma GCC unroll 3
-                    for (int i = 0; i < DW_KH; i++)
+                        for (int i = 0; i < DW_KH; i++)
 #pragma GCC unroll 3
-                        for (int kw = 0; kw < 3; kw++) {
-                            VEC xv = VBCAST(r[i] + p + kw);
+                            for (int kw = 0; kw < 3; kw++) {
+                                VEC xv = VBCAST(r[i] + p + kw);
 #pragma GCC unroll 4
-                            for (int v = 0; v < DW_OV; v++)
-                                acc[i * 3 + kw][v] = VFMA(xv, d[v], acc[i * 3 + kw][v]);
-                        }
+                                for (int v = 0; v < DW_OV; v++)
+                                    acc[i * 3 + kw][v] = VFMA(xv, d[v], acc[i * 3 + kw][v]);
+                            }
+                    }
                 }
 #pragma GCC unroll 9
                 for (int k = 0; k < DW_KH * 3; k++)
@@ -182,33 +183,22 @@ KT void NAME(spmd__dwconv3)(const spmd__dwconv_args *a) {
     }
 }
 
-/* dt[(p - p0)*opad + o] for p in [p0, p0 + np): dout at (p / wp, p % wp)
- * when that column is an output (p % wp < wout), else 0; 0 for o >= cout.
- * src is the image's dout: src + o*plane + oh*wout + ow.  VL x VL blocks
- * (channels x positions of one row) transposed in registers. */
+/* dt[q*opad + o] = src[o*plane + q] for q < n, 0 for o >= cout: VL x VL
+ * blocks (channels x positions) transposed in registers. */
 KT void NAME(spmd__dconv_dout_t)(float *dt, const float *src, size_t plane, int cout, int opad,
-                                 int wp, int wout, int p0, int np) {
-    for (int p = p0; p < p0 + np;) {
-        const int oh = p / wp, r0 = oh * wp;
-        const int end = r0 + wp < p0 + np ? r0 + wp : p0 + np;   /* this row's part */
-        int vend = r0 + wout < end ? r0 + wout : end;            /* its outputs */
-        for (int q = p; q < vend; q += VL) {
-            const int n = vend - q < VL ? vend - q : VL;
-            const MASK m = MASK_LANES(0, n);
-            const float *s = src + (size_t)oh * wout + (q - r0);
-            for (int o0 = 0; o0 < opad; o0 += VL) {
-                VEC r[VL];
+                                 int n) {
+    for (int q = 0; q < n; q += VL) {
+        const int k = n - q < VL ? n - q : VL;
+        const MASK m = MASK_LANES(0, k);
+        for (int o0 = 0; o0 < opad; o0 += VL) {
+            VEC r[VL];
 #pragma GCC unroll 16
-                for (int i = 0; i < VL; i++)
-                    r[i] = o0 + i < cout ? VLOADM(s + (size_t)(o0 + i) * plane, m) : VZERO();
-                TRANSPOSE(r);
-                float *d = dt + (size_t)(q - p0) * opad + o0;
-                for (int i = 0; i < n; i++) VSTORE(d + (size_t)i * opad, r[i]);
-            }
+            for (int i = 0; i < VL; i++)
+                r[i] = o0 + i < cout ? VLOADM(src + (size_t)(o0 + i) * plane + q, m) : VZERO();
+            TRANSPOSE(r);
+            float *d = dt + (size_t)q * opad + o0;
+            for (int i = 0; i < k; i++) VSTORE(d + (size_t)i * opad, r[i]);
         }
-        if (vend < p) vend = p;
-        memset(dt + (size_t)(vend - p0) * opad, 0, sizeof(float) * (size_t)(end - vend) * opad);
-        p = end;
     }
 }
 
