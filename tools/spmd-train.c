@@ -66,6 +66,7 @@ typedef struct {
     spmd_ddp_compression compression;
     int sync_bn;
     int check_sync;
+    int lr_linear;       /* the learning rate scales with the world size */
 } options;
 
 static void usage(FILE *f) {
@@ -79,7 +80,9 @@ static void usage(FILE *f) {
         "  --epochs N           passes over the training set             (1)\n"
         "  --steps N            stop after N optimizer steps in total    (no limit)\n"
         "  --batch-size B       examples per rank per step               (16)\n"
-        "  --lr X               learning rate                            (0.01)\n"
+        "  --lr X               learning rate of one rank's batch        (0.01)\n"
+        "  --lr-scaling S       linear: the step uses lr x world size, as the global batch\n"
+        "                       is world x batch (Goyal et al.); none: lr as given (linear)\n"
         "  --momentum X         SGD momentum                             (0.5)\n"
         "  --optimizer NAME     sgd | adam | adamw                       (sgd)\n"
         "  --weight-decay X     L2 (sgd, adam) or decoupled (adamw)      (0)\n"
@@ -105,7 +108,8 @@ static void usage(FILE *f) {
         "  --help               this text\n"
         "\n"
         "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
-        "inputs normalised with mean %.4f std %.4f.\n",
+        "inputs normalised with mean %.4f std %.4f; with several ranks the learning rate\n"
+        "scales linearly (--lr-scaling none keeps the seed's 0.01 at every world size).\n",
         SPMD_DATASET_DEFAULT_DIR, (double)SPMD_FASHION_MNIST_MEAN, (double)SPMD_FASHION_MNIST_STD);
 }
 
@@ -137,7 +141,7 @@ static int parse_float(const char *opt, const char *s, float *out) {
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -183,6 +187,13 @@ static int parse_args(int argc, char **argv, options *o) {
                 o->seed = (uint64_t)n;
             } else if (strcmp(a, "--lr") == 0) {
                 if (parse_float(a, v, &o->lr)) return -1;
+            } else if (strcmp(a, "--lr-scaling") == 0) {
+                if (strcmp(v, "linear") == 0) o->lr_linear = 1;
+                else if (strcmp(v, "none") == 0) o->lr_linear = 0;
+                else {
+                    fprintf(stderr, "spmd-train: --lr-scaling must be linear or none, got '%s'\n", v);
+                    return -1;
+                }
             } else if (strcmp(a, "--momentum") == 0) {
                 if (parse_float(a, v, &o->momentum)) return -1;
             } else if (strcmp(a, "--weight-decay") == 0) {
@@ -823,7 +834,7 @@ static int setup(trainer *t) {
     spmd_optim_opts oo = SPMD_OPTIM_OPTS_SGD;
     if (t->o.optimizer == SPMD_OPTIM_ADAM) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAM;
     if (t->o.optimizer == SPMD_OPTIM_ADAMW) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAMW;
-    oo.lr = t->o.lr;
+    oo.lr = t->o.lr_linear ? t->o.lr * (float)t->world : t->o.lr;
     oo.momentum = t->o.momentum;
     oo.weight_decay = t->o.weight_decay;
     if ((st = spmd_optim_create(&oo, t->nparams, &t->optim)) != SPMD_OK)
@@ -892,9 +903,15 @@ static int run(trainer *t) {
     int stopped = 0;
     char limit[48] = "";
     if (t->o.steps) snprintf(limit, sizeof limit, ", at most %ld steps", t->o.steps);
-    say(t, "spmd-train: %s (%zu parameters), world %d, batch %d per rank, %s lr %g, %d epoch(s)%s\n"
+    char lr[64];
+    if (t->o.lr_linear && t->world > 1)
+        snprintf(lr, sizeof lr, "%g (%g x %d ranks, linear scaling)", (double)(t->o.lr * (float)t->world),
+                 (double)t->o.lr, t->world);
+    else
+        snprintf(lr, sizeof lr, "%g", (double)t->o.lr);
+    say(t, "spmd-train: %s (%zu parameters), world %d, batch %d per rank, %s lr %s, %d epoch(s)%s\n"
            "BLAS: OpenBLAS %s kernels, %d thread(s) per rank\n",
-        t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), (double)t->o.lr,
+        t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), lr,
         t->o.epochs, limit, openblas_get_corename(), openblas_get_num_threads());
     if (t->ddp)
         say(t, "gradient sync: DDP reducer, %d bucket(s) (cap %g MiB), %s, compression %s%s\n",
