@@ -107,19 +107,22 @@ size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
     return col > dcol ? col : dcol;
 }
 
-/* Image b of inp (C, B, H, W) zero padded by pad into xp (C, hp, wp). */
+/* The interior of image b of inp (C, B, H, W) into xp (C, H + 2*pad,
+ * W + 2*pad); the border is zeroed once per call (clear_padded) and no image
+ * writes it. */
+static void clear_padded(float *xp, int C, int H, int W, int pad) {
+    memset(xp, 0, sizeof(float) * (size_t)C * (H + 2 * pad) * (W + 2 * pad));
+}
+
 static void pad_image(float *xp, const float *inp, int C, int B, int H, int W, int pad, int b) {
     const int hp = H + 2 * pad, wp = W + 2 * pad;
     for (int c = 0; c < C; c++) {
-        float *dst = xp + (size_t)c * hp * wp;
+        float *dst = xp + (size_t)c * hp * wp + (size_t)pad * wp + pad;
         const float *src = inp + ((size_t)c * B + b) * H * W;
-        memset(dst, 0, sizeof(float) * (size_t)pad * wp);
-        for (int y = 0; y < H; y++) {
-            float *row = dst + (size_t)(y + pad) * wp;
-            for (int x = 0; x < pad; x++) row[x] = row[pad + W + x] = 0.0f;
-            memcpy(row + pad, src + (size_t)y * W, sizeof(float) * W);
-        }
-        memset(dst + (size_t)(pad + H) * wp, 0, sizeof(float) * (size_t)pad * wp);
+        /* rows are short: a plain loop (kept so by
+         * -fno-tree-loop-distribute-patterns) beats a memcpy call per row */
+        for (int y = 0; y < H; y++, dst += wp, src += W)
+            for (int x = 0; x < W; x++) dst[x] = src[x];
     }
 }
 
@@ -182,6 +185,7 @@ int spmd__conv_direct_forward(float *out, const float *inp, const float *w, cons
     float *xp = P ? carve(&p, (size_t)C * (H + 2 * P) * (W + 2 * P)) : NULL;
     float *wt = carve(&p, (size_t)C * 9 * opad);
     transpose_w(wt, w, C, d->oc, opad);
+    if (P) clear_padded(xp, C, H, W, P);
     spmd__dconv_args a = {
         .xcs = P ? (size_t)(H + 2 * P) * (W + 2 * P) : (size_t)B * H * W,
         .cin = C, .wp = W + 2 * P, .hout = d->oh, .wout = d->ow,
@@ -220,6 +224,7 @@ int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *d
     const int rows = dw_rows(d);
     float *dt = carve(&p, (size_t)rows * OW * opad);
     memset(dwt, 0, sizeof(float) * (size_t)C * 9 * opad);
+    if (P) clear_padded(xp, C, H, W, P);
     spmd__dwconv_args g = {.xcs = P ? (size_t)hp * wp : (size_t)B * H * W, .cin = C, .wp = wp,
                            .dt = dt, .wout = OW, .opad = opad, .dwt = dwt};
     for (int i = 0; i < B; i++) {
@@ -248,6 +253,7 @@ int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *d
     float *dp = carve(&p, (size_t)OC * hq * wq);
     float *wf = carve(&p, (size_t)OC * 9 * cpad);
     flip_w(wf, w, C, OC, cpad);
+    if (q) clear_padded(dp, OC, OH, OW, q);
     spmd__dconv_args a = {
         .x = dp, .xcs = (size_t)hq * wq, .cin = OC, .wp = wq, .hout = H, .wout = W,
         .wt = wf, .opad = cpad, .cout = C, .ycs = (size_t)B * H * W, .bias = NULL, .acc = acc,
