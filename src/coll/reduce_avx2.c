@@ -166,26 +166,35 @@ static inline T2 void st_i32pd(int32_t *p, __m256d v) {
 }
 
 /* One division per element in the type's arithmetic (f16/bf16 in f32), as
- * reduce_scalar.c does; the scalar family finishes the tail. */
-#define VAVG(name, DT, ET, W, VT, LOAD, STORE, DIV, SET1)                           \
+ * reduce_scalar.c does; the scalar family finishes the tail.  A power-of-two
+ * divisor multiplies by its exact reciprocal: same result, cheaper. */
+#define VAVG(name, DT, ET, W, VT, LOAD, STORE, DIV, MUL, SET1, RCP)                 \
     static T2 void name(void *buf, size_t n, int divisor) {                         \
         ET *p = buf;                                                                \
         size_t i = 0;                                                               \
         VT dv = SET1(divisor);                                                      \
-        for (; i + (W) <= n; i += (W))                                              \
-            STORE(p + i, DIV(LOAD(p + i), dv));                                     \
+        if ((divisor & (divisor - 1)) == 0) {                                       \
+            VT rv = RCP(divisor);                                                   \
+            for (; i + (W) <= n; i += (W))                                          \
+                STORE(p + i, MUL(LOAD(p + i), rv));                                 \
+        } else {                                                                    \
+            for (; i + (W) <= n; i += (W))                                          \
+                STORE(p + i, DIV(LOAD(p + i), dv));                                 \
+        }                                                                           \
         if (i < n)                                                                  \
             sc->avg[DT](p + i, n - i, divisor);                                     \
     }
 
 static inline T2 __m256 set1_ps_int(int d) { return _mm256_set1_ps((float)d); }
 static inline T2 __m256d set1_pd_int(int d) { return _mm256_set1_pd((double)d); }
+static inline T2 __m256 rcp_ps_int(int d) { return _mm256_set1_ps(1.0f / (float)d); }
+static inline T2 __m256d rcp_pd_int(int d) { return _mm256_set1_pd(1.0 / (double)d); }
 
-VAVG(avg_f32, SPMD_F32, float, 8, __m256, ld_f32, st_f32, _mm256_div_ps, set1_ps_int)
-VAVG(avg_f64, SPMD_F64, double, 4, __m256d, ld_f64, st_f64, _mm256_div_pd, set1_pd_int)
-VAVG(avg_f16, SPMD_F16, uint16_t, 8, __m256, ld_f16, st_f16, _mm256_div_ps, set1_ps_int)
-VAVG(avg_bf16, SPMD_BF16, uint16_t, 8, __m256, ld_bf16, st_bf16, _mm256_div_ps, set1_ps_int)
-VAVG(avg_i32, SPMD_I32, int32_t, 4, __m256d, ld_i32pd, st_i32pd, _mm256_div_pd, set1_pd_int)
+VAVG(avg_f32, SPMD_F32, float, 8, __m256, ld_f32, st_f32, _mm256_div_ps, _mm256_mul_ps, set1_ps_int, rcp_ps_int)
+VAVG(avg_f64, SPMD_F64, double, 4, __m256d, ld_f64, st_f64, _mm256_div_pd, _mm256_mul_pd, set1_pd_int, rcp_pd_int)
+VAVG(avg_f16, SPMD_F16, uint16_t, 8, __m256, ld_f16, st_f16, _mm256_div_ps, _mm256_mul_ps, set1_ps_int, rcp_ps_int)
+VAVG(avg_bf16, SPMD_BF16, uint16_t, 8, __m256, ld_bf16, st_bf16, _mm256_div_ps, _mm256_mul_ps, set1_ps_int, rcp_ps_int)
+VAVG(avg_i32, SPMD_I32, int32_t, 4, __m256d, ld_i32pd, st_i32pd, _mm256_div_pd, _mm256_mul_pd, set1_pd_int, rcp_pd_int)
 
 /* ---- the table ------------------------------------------------------------- */
 

@@ -337,7 +337,7 @@ static void test_family(const spmd__reduce_table *t) {
 /* ---- AVG finish ------------------------------------------------------------- */
 
 static void test_avg(const spmd__reduce_table *t) {
-    static const int divisors[] = {2, 3, 7, 10, 2047, 2048, 2049, 1 << 24, (1 << 24) + 1, INT_MAX};
+    static const int divisors[] = {1, 2, 3, 4, 7, 10, 2047, 2048, 2049, 1 << 24, (1 << 24) + 1, INT_MAX};
     int before = test_failures;
     for (int dt = 0; dt < SPMD_DTYPE_COUNT; dt++) {
         size_t es = spmd_dtype_size((spmd_dtype)dt);
