@@ -11,6 +11,7 @@
  * size, so the sanitizer builds catch a kernel touching anything past it;
  * outputs start as NaN so a position nobody writes shows. */
 #include <math.h>
+#include <cblas.h>
 #include "harness.h"
 #include "nn/conv_direct.h"
 #include "nn/internal.h"
@@ -176,5 +177,10 @@ int main(void) {
         check_shape(isa, 3, 8, 8, 4, 3, 1, 3, 1, 1, 0);      /* pad 3 */
     }
     spmd__conv_set_isa(best);
+    /* with several BLAS threads the im2col path (threaded) is taken */
+    spmd_nn_set_threads(2);
+    if (best != SPMD__CONV_ISA_NONE && openblas_get_num_threads() > 1)
+        check_shape(best, 32, 26, 26, 32, 3, 1, 0, 1, 1, 0);
+    spmd_nn_set_threads(1);
     TEST_MAIN_END();
 }
