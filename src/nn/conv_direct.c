@@ -24,7 +24,7 @@
 #define DW_BLOCK 128
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int best_isa, active_isa;
+static int best_isa, active_isa, any_shape;
 
 static void init(void) {
     best_isa = SPMD__CONV_ISA_NONE;
@@ -48,24 +48,38 @@ int spmd__conv_isa(void) {
     return active_isa;
 }
 
-int spmd__conv_set_isa(int isa) {
+int spmd__conv_set_isa(int isa, int every_shape) {
     pthread_once(&once, init);
     if (isa < SPMD__CONV_ISA_NONE) isa = SPMD__CONV_ISA_NONE;
     active_isa = isa < best_isa ? isa : best_isa;
+    any_shape = every_shape != 0;
     return active_isa;
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-/* Shapes the kernels take with vectors of vl floats: 3x3, stride 1, the
- * zero padding of the flipped kernel (2 - pad) not negative, and at least
- * one vector of positions per image in both convolutions. */
-static int shape_ok(const spmd_conv2d_dims *d, int vl) {
+/* Shapes the kernels can take with vectors of vl floats: 3x3, stride 1,
+ * the zero padding of the flipped kernel (2 - pad) not negative, and at
+ * least one vector of positions per image in both convolutions. */
+static int shape_fits(const spmd_conv2d_dims *d, int vl) {
     if (d->kh != 3 || d->kw != 3 || d->stride != 1 || d->pad > 2) return 0;
-    long wp = d->w + 2L * d->pad;
-    long lf = (d->oh - 1) * wp + d->ow;
+    long lf = (d->oh - 1) * (d->w + 2L * d->pad) + d->ow;
     long lb = (d->h - 1) * (d->w + 2L) + d->w;
     return lf >= vl && lb >= vl;
+}
+
+/* Positions the forward kernel computes for an image whose padded-row
+ * length is L: whole vectors (see spmd__dconv3_*). */
+static long computed(long L, int vl) { return (L + vl - 1) / vl * vl; }
+
+/* Shapes worth taking: at least 3/4 of the positions computed are real
+ * outputs in both convolutions.  Small images (ResNet's 4x4, say) waste too
+ * much on the padding columns and the rounding to whole vectors, which
+ * im2col does not. */
+static int shape_pays(const spmd_conv2d_dims *d, int vl) {
+    long lf = (d->oh - 1) * (d->w + 2L * d->pad) + d->ow;
+    long lb = (d->h - 1) * (d->w + 2L) + d->w;
+    return 4L * d->oh * d->ow >= 3 * computed(lf, vl) && 4L * d->h * d->w >= 3 * computed(lb, vl);
 }
 
 /* The family for this call, or NONE. */
@@ -76,7 +90,8 @@ static int pick(const spmd_conv2d_dims *d) {
      * kernels do not */
     if (openblas_get_num_threads() > 1) return SPMD__CONV_ISA_NONE;
     int vl = isa == SPMD__CONV_ISA_AVX512 ? SPMD__DCONV_VL_AVX512 : SPMD__DCONV_VL_AVX2;
-    return shape_ok(d, vl) ? isa : SPMD__CONV_ISA_NONE;
+    if (!shape_fits(d, vl) || (!any_shape && !shape_pays(d, vl))) return SPMD__CONV_ISA_NONE;
+    return isa;
 }
 
 /* Scratch carving: 64-byte aligned pieces. */
@@ -95,7 +110,7 @@ static int dw_rows(const spmd_conv2d_dims *d) {
 
 size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
     (void)B;
-    if (!shape_ok(d, SPMD__DCONV_VL_AVX2)) return 0;
+    if (!shape_fits(d, SPMD__DCONV_VL_AVX2)) return 0;
     size_t hp = (size_t)d->h + 2 * d->pad, wp = (size_t)d->w + 2 * d->pad;
     size_t opad = round_up((size_t)d->oc, SPMD__DCONV_OBLOCK);
     size_t cpad = round_up((size_t)d->c, SPMD__DCONV_OBLOCK);
@@ -126,25 +141,27 @@ static void pad_image(float *xp, const float *inp, int C, int B, int H, int W, i
     }
 }
 
-/* wt[(c*9 + t)*opad + o] = w[(o*C + c)*9 + t], zero for o >= OC. */
+/* Forward weights in blocks of 8 output channels (SPMD__DCONV_WBLOCK):
+ * wt[((o/8)*C*9 + c*9 + t)*8 + o%8] = w[(o*C + c)*9 + t], zero for o >= OC. */
 static void transpose_w(float *wt, const float *w, int C, int OC, int opad) {
-    for (int c = 0; c < C; c++)
-        for (int t = 0; t < 9; t++) {
-            float *row = wt + ((size_t)c * 9 + t) * opad;
-            for (int o = 0; o < OC; o++) row[o] = w[((size_t)o * C + c) * 9 + t];
-            for (int o = OC; o < opad; o++) row[o] = 0.0f;
-        }
+    const int WB = SPMD__DCONV_WBLOCK;
+    for (int o = 0; o < opad; o++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < 9; t++)
+                wt[((size_t)(o / WB) * C * 9 + (size_t)c * 9 + t) * WB + o % WB] =
+                    o < OC ? w[((size_t)o * C + c) * 9 + t] : 0.0f;
 }
 
-/* The flipped kernel: wf[(o*9 + kh*3 + kw)*cpad + c] = w[o][c][2-kh][2-kw],
- * zero for c >= C. */
+/* The input gradient's weights: the kernel flipped, input and output
+ * channels swapped, the same blocked layout:
+ * wf[((c/8)*OC*9 + o*9 + t)*8 + c%8] = w[o][c][8 - t], zero for c >= C. */
 static void flip_w(float *wf, const float *w, int C, int OC, int cpad) {
-    for (int o = 0; o < OC; o++)
-        for (int t = 0; t < 9; t++) {
-            float *row = wf + ((size_t)o * 9 + t) * cpad;
-            for (int c = 0; c < C; c++) row[c] = w[((size_t)o * C + c) * 9 + (8 - t)];
-            for (int c = C; c < cpad; c++) row[c] = 0.0f;
-        }
+    const int WB = SPMD__DCONV_WBLOCK;
+    for (int c = 0; c < cpad; c++)
+        for (int o = 0; o < OC; o++)
+            for (int t = 0; t < 9; t++)
+                wf[((size_t)(c / WB) * OC * 9 + (size_t)o * 9 + t) * WB + c % WB] =
+                    c < C ? w[((size_t)o * C + c) * 9 + (8 - t)] : 0.0f;
 }
 
 static void run_dconv(int isa, const spmd__dconv_args *a) {

@@ -31,6 +31,12 @@
 /* Channels are padded to a multiple of this in the transposed weight and
  * gradient layouts (the kernels work on blocks of 32 channels). */
 #define SPMD__DCONV_OBLOCK 32
+/* The forward weights are in blocks of 8 output channels, each block's taps
+ * contiguous: wt[((o / 8)*cin*9 + c*9 + kh*3 + kw)*8 + o % 8]. */
+#define SPMD__DCONV_WBLOCK 8
+/* Up to this many weight floats (cin*9*opad) a forward tile runs every
+ * output channel; above, the image is swept once per block of 8 channels. */
+#define SPMD__DCONV_SMALL_W ((size_t)16384)
 
 /* One image: y (cout planes) [+]= conv3x3(x, w) [+ bias]. */
 typedef struct {
@@ -38,7 +44,7 @@ typedef struct {
     size_t xcs;
     int cin, wp;
     int hout, wout;      /* the valid output; (hout-1)*wp + wout >= the vector width */
-    const float *wt;     /* (cin*9, opad): wt[(c*9 + kh*3 + kw)*opad + o]; zero for o >= cout */
+    const float *wt;     /* cin*9*opad floats in SPMD__DCONV_WBLOCK blocks; zero for o >= cout */
     int opad, cout;
     float *y;            /* y + o*ycs + oh*wout + ow */
     size_t ycs;
@@ -78,9 +84,11 @@ enum { SPMD__CONV_ISA_NONE, SPMD__CONV_ISA_AVX2, SPMD__CONV_ISA_AVX512 };
 /* The family the conv layers use (chosen once from the CPU and
  * SPMD_CONV_ISA=blas|avx2|avx512|auto). */
 int spmd__conv_isa(void);
-/* Tests: force a family (lowered to what the CPU runs); returns the one in
- * effect.  Not to be called while convolutions run on other threads. */
-int spmd__conv_set_isa(int isa);
+/* Tests: force a family (lowered to what the CPU runs); every_shape 1 also
+ * sends the shapes the kernels can do but that do not pay (small images)
+ * to the fast path.  Returns the family in effect.  Not to be called while
+ * convolutions run on other threads. */
+int spmd__conv_set_isa(int isa, int every_shape);
 
 /* Scratch floats the fast path needs in col and in dcol (0 when it never
  * takes this shape). */

@@ -56,21 +56,23 @@ KT static void NAME(tile_segs)(NAME(segs) *s, int p0, int from, int V, int wp, i
 KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(const spmd__dconv_args *a,
                                                                    const NAME(segs) *sg, int p0,
                                                                    int o0, const int V) {
-    const int wp = a->wp, opad = a->opad, cin = a->cin;
+    const int wp = a->wp, cin = a->cin;
     const size_t xcs = a->xcs;
-    const float *xp = a->x + p0, *wt = a->wt + o0;
+    const float *xp = a->x + p0;
+    const float *wt = a->wt + (size_t)(o0 / SPMD__DCONV_WBLOCK) * cin * 9 * SPMD__DCONV_WBLOCK +
+                      o0 % SPMD__DCONV_WBLOCK;
     VEC acc[FWD_TO][FWD_VMAX];
 #pragma GCC unroll 16
     for (int j = 0; j < FWD_TO; j++)
 #pragma GCC unroll 3
         for (int v = 0; v < V; v++) acc[j][v] = VZERO();
-    for (int c = 0; c < cin; c++, xp += xcs, wt += 9 * (size_t)opad) {
+    for (int c = 0; c < cin; c++, xp += xcs, wt += 9 * SPMD__DCONV_WBLOCK) {
 #pragma GCC unroll 3
         for (int kh = 0; kh < 3; kh++) {
 #pragma GCC unroll 3
             for (int kw = 0; kw < 3; kw++) {
                 const float *xs = xp + kh * wp + kw;
-                const float *ws = wt + (kh * 3 + kw) * opad;
+                const float *ws = wt + (kh * 3 + kw) * SPMD__DCONV_WBLOCK;
                 VEC xv[FWD_VMAX];
 #pragma GCC unroll 3
                 for (int v = 0; v < V; v++) xv[v] = VLOAD(xs + v * VL);
@@ -107,36 +109,54 @@ KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(const spmd__
     }
 }
 
-/* Tiles of V vectors from p0 on while they fit below L; returns the end. */
+/* Tiles of V vectors from p0 on while they fit below L, output channels
+ * [o0, o1); returns the end. */
 KT static inline __attribute__((always_inline)) int NAME(fwd_run)(const spmd__dconv_args *a,
-                                                                 int p0, int L, const int V) {
+                                                                 int p0, int L, int o0, int o1,
+                                                                 const int V) {
     NAME(segs) sg;
     for (; p0 + V * VL <= L; p0 += V * VL) {
         NAME(tile_segs)(&sg, p0, p0, V, a->wp, a->wout);
-        for (int o0 = 0; o0 < a->cout; o0 += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o0, V);
+        for (int o = o0; o < o1; o += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o, V);
     }
     return p0;
 }
 
 /* The last positions [from, L): one tile of V vectors ending at L. */
 KT static inline __attribute__((always_inline)) void NAME(fwd_last)(const spmd__dconv_args *a,
-                                                                   int from, int L, const int V) {
+                                                                   int from, int L, int o0, int o1,
+                                                                   const int V) {
     NAME(segs) sg;
     const int p0 = L - V * VL;
     NAME(tile_segs)(&sg, p0, from, V, a->wp, a->wout);
-    for (int o0 = 0; o0 < a->cout; o0 += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o0, V);
+    for (int o = o0; o < o1; o += FWD_TO) NAME(fwd_tile)(a, &sg, p0, o, V);
 }
 
-/* Positions in tiles of three vectors (or fewer when L is short); the rest,
- * under three vectors, in one tile of as many vectors as it needs. */
-KT void NAME(spmd__dconv3)(const spmd__dconv_args *a) {
+/* Output channels [o0, o1) of the image: positions in tiles of three
+ * vectors (or fewer when L is short); the rest, under three vectors, in one
+ * tile of as many vectors as it needs. */
+KT static void NAME(fwd_channels)(const spmd__dconv_args *a, int o0, int o1) {
     const int L = (a->hout - 1) * a->wp + a->wout;
-    int p = L >= 3 * VL ? NAME(fwd_run)(a, 0, L, 3) : L >= 2 * VL ? NAME(fwd_run)(a, 0, L, 2)
-                                                                   : NAME(fwd_run)(a, 0, L, 1);
+    int p = L >= 3 * VL   ? NAME(fwd_run)(a, 0, L, o0, o1, 3)
+            : L >= 2 * VL ? NAME(fwd_run)(a, 0, L, o0, o1, 2)
+                          : NAME(fwd_run)(a, 0, L, o0, o1, 1);
     int rest = L - p;
-    if (rest > 2 * VL) NAME(fwd_last)(a, p, L, 3);
-    else if (rest > VL) NAME(fwd_last)(a, p, L, 2);
-    else if (rest > 0) NAME(fwd_last)(a, p, L, 1);
+    if (rest > 2 * VL) NAME(fwd_last)(a, p, L, o0, o1, 3);
+    else if (rest > VL) NAME(fwd_last)(a, p, L, o0, o1, 2);
+    else if (rest > 0) NAME(fwd_last)(a, p, L, o0, o1, 1);
+}
+
+/* With few weights (the seed CNN's 36 KiB), every tile runs all output
+ * channels while its input rows are in L1.  With many (ResNet's deeper
+ * layers: MiBs), one block of 8 channels at a time runs over the whole
+ * image, so its weights are read from L2 once per image, not once per tile. */
+KT void NAME(spmd__dconv3)(const spmd__dconv_args *a) {
+    if ((size_t)a->cin * 9 * a->opad <= SPMD__DCONV_SMALL_W) {
+        NAME(fwd_channels)(a, 0, a->cout);
+        return;
+    }
+    for (int o = 0; o < a->cout; o += SPMD__DCONV_WBLOCK)
+        NAME(fwd_channels)(a, o, o + SPMD__DCONV_WBLOCK < a->cout ? o + SPMD__DCONV_WBLOCK : a->cout);
 }
 
 /* Weight gradient of one block of output rows: for each input channel and

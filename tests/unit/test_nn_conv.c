@@ -1,9 +1,11 @@
 /* test_nn_conv.c — convolution kernels against a plain reference.
  *
  * For every kernel family this CPU runs (im2col + OpenBLAS, the direct AVX2
- * and AVX-512 kernels) and a list of shapes (the seed CNN's two layers,
- * ResNet-like padded ones, odd sizes, batch 1, shapes only the im2col path
- * takes), the forward output, input gradient (written and accumulated),
+ * and AVX-512 kernels, these also on the small shapes they can do but are
+ * not given by default) and a list of shapes (the seed CNN's two layers,
+ * ResNet-like padded ones, odd sizes and channel counts, batch 1, shapes
+ * only the im2col path takes), the forward output, input gradient (written
+ * and accumulated),
  * weight gradient and bias gradient are compared with a direct double-
  * precision evaluation of the definition on random data.  An element's
  * error is measured against the sum of the magnitudes of its terms, the
@@ -103,95 +105,131 @@ static const char *isa_name(int isa) {
     return isa == SPMD__CONV_ISA_AVX512 ? "avx512" : isa == SPMD__CONV_ISA_AVX2 ? "avx2" : "blas";
 }
 
-/* One shape under one kernel family. direct: whether the fast path must take
- * it (checked through the spmd__conv_direct_* return values). */
-static void check_shape(int isa, int C, int H, int W, int O, int K, int S, int P, int B,
-                        int bias, int direct) {
-    spmd_conv2d_dims d;
-    if (spmd_conv2d_dims_init(&d, C, H, W, O, K, S, P) != SPMD_OK) {
-        CHECK_MSG(0, "bad test shape");
-        return;
-    }
-    size_t ni = (size_t)C * B * H * W, no = (size_t)O * B * d.oh * d.ow;
-    size_t nw = (size_t)O * C * K * K, ncol = spmd_conv2d_col_size(&d, B);
-    float *x = rand_buf(ni), *w = rand_buf(nw), *b = bias ? rand_buf((size_t)O) : NULL;
-    float *dout = rand_buf(no);
-    ref r;
-    reference(&r, &d, B, x, w, b, dout);
+typedef struct {
+    int C, H, W, O, K, S, P, B, bias;
+    /* whether the direct kernels take it with 16- / 8-float vectors: by
+     * default (take), and with every_shape (fits) */
+    int take16, take8, fits16, fits8;
+    const char *what;
+} shape;
 
+/* Run one path on one shape and compare with the reference.  direct:
+ * whether spmd__conv_direct_* must report having done the work. */
+static void check_path(const char *path, const shape *t, const spmd_conv2d_dims *d, const ref *r,
+                       const float *x, const float *w, const float *b, const float *dout,
+                       int direct) {
+    const int B = t->B, O = t->O;
+    size_t ni = (size_t)t->C * B * t->H * t->W, no = (size_t)O * B * d->oh * d->ow;
+    size_t nw = (size_t)O * t->C * t->K * t->K, ncol = spmd_conv2d_col_size(d, B);
     float *col = malloc(sizeof(float) * ncol), *dcol = malloc(sizeof(float) * ncol);
-    float *out = nan_buf(no), *din = nan_buf(ni), *dw = rand_buf(nw);
-    float *dw0 = malloc(sizeof(float) * nw), *db = rand_buf((size_t)O);
-    float *db0 = malloc(sizeof(float) * (size_t)O), *din0 = rand_buf(ni), *din2 = malloc(sizeof(float) * ni);
+    float *out = nan_buf(no), *din = nan_buf(ni), *dw = rand_buf(nw), *db = rand_buf((size_t)O);
+    float *dw0 = malloc(sizeof(float) * nw), *db0 = malloc(sizeof(float) * (size_t)O);
+    float *din0 = rand_buf(ni), *din2 = malloc(sizeof(float) * ni), *dw2 = calloc(nw, sizeof(float));
     memcpy(dw0, dw, sizeof(float) * nw);
     memcpy(db0, db, sizeof(float) * (size_t)O);
     memcpy(din2, din0, sizeof(float) * ni);
 
-    int took = spmd__conv_direct_forward(out, x, w, b, col, &d, B);
-    CHECK_MSG(took == direct, "%s C%d %dx%d O%d k%d s%d p%d B%d: direct forward %s", isa_name(isa),
-              C, H, W, O, K, S, P, B, took ? "taken" : "not taken");
-    if (!took) spmd_conv2d_forward(out, x, w, b, col, &d, B);
+    int took = spmd__conv_direct_forward(out, x, w, b, col, d, B);
+    CHECK_MSG(took == direct, "%s, %s: direct forward %s", path, t->what,
+              took ? "taken" : "not taken");
+    if (!took) spmd_conv2d_forward(out, x, w, b, col, d, B);
     /* acc = 0 writes dinp; acc = 1 adds into it (din2 starts as din0) */
-    spmd_conv2d_backward(din, dw, bias ? db : NULL, dout, x, w, col, dcol, &d, B, 0);
-    float *dw2 = malloc(sizeof(float) * nw);
-    memset(dw2, 0, sizeof(float) * nw);
-    spmd_conv2d_backward(din2, dw2, NULL, dout, x, w, col, dcol, &d, B, 1);
-    free(dw2);
-    double e_out = rel_err(out, NULL, r.out, r.out_abs, no);
-    double e_din = rel_err(din, NULL, r.din, r.din_abs, ni);
-    double e_acc = rel_err(din2, din0, r.din, r.din_abs, ni);
+    spmd_conv2d_backward(din, dw, b ? db : NULL, dout, x, w, col, dcol, d, B, 0);
+    spmd_conv2d_backward(din2, dw2, NULL, dout, x, w, col, dcol, d, B, 1);
+    double e_out = rel_err(out, NULL, r->out, r->out_abs, no);
+    double e_din = rel_err(din, NULL, r->din, r->din_abs, ni);
+    double e_acc = rel_err(din2, din0, r->din, r->din_abs, ni);
     if (e_acc > e_din) e_din = e_acc;
-    double e_dw = rel_err(dw, dw0, r.dw, r.dw_abs, nw);
-    double e_db = bias ? rel_err(db, db0, r.db, r.db_abs, (size_t)O) : 0.0;
+    double e_dw = rel_err(dw, dw0, r->dw, r->dw_abs, nw);
+    double e_db = b ? rel_err(db, db0, r->db, r->db_abs, (size_t)O) : 0.0;
     if (getenv("TEST_VERBOSE"))
-        printf("%-6s C%d %dx%d O%d k%d s%d p%d B%d: out %.2g din %.2g dw %.2g db %.2g\n",
-               isa_name(isa), C, H, W, O, K, S, P, B, e_out, e_din, e_dw, e_db);
+        printf("%-12s %-28s out %.2g din %.2g dw %.2g db %.2g\n", path, t->what, e_out, e_din,
+               e_dw, e_db);
     CHECK_MSG(e_out < TOL && e_din < TOL && e_dw < TOL && e_db < TOL,
-              "%s C%d %dx%d O%d k%d s%d p%d B%d: relative errors out %.2g din %.2g dw %.2g db %.2g",
-              isa_name(isa), C, H, W, O, K, S, P, B, e_out, e_din, e_dw, e_db);
+              "%s, %s: relative errors out %.2g din %.2g dw %.2g db %.2g", path, t->what, e_out,
+              e_din, e_dw, e_db);
     free(out); free(din); free(dw); free(db); free(dw0); free(db0); free(din0); free(din2);
-    free(col); free(dcol); free(x); free(w); free(b); free(dout);
+    free(dw2); free(col); free(dcol);
+}
+
+/* One shape on random data under every path this CPU runs: im2col +
+ * OpenBLAS, then each direct family with its default shape choice and
+ * with every shape it can do. */
+static void check_shape(const shape *t, int best) {
+    spmd_conv2d_dims d;
+    if (spmd_conv2d_dims_init(&d, t->C, t->H, t->W, t->O, t->K, t->S, t->P) != SPMD_OK) {
+        CHECK_MSG(0, "bad test shape %s", t->what);
+        return;
+    }
+    size_t ni = (size_t)t->C * t->B * t->H * t->W, no = (size_t)t->O * t->B * d.oh * d.ow;
+    float *x = rand_buf(ni), *w = rand_buf((size_t)t->O * t->C * t->K * t->K);
+    float *b = t->bias ? rand_buf((size_t)t->O) : NULL, *dout = rand_buf(no);
+    ref r;
+    reference(&r, &d, t->B, x, w, b, dout);
+    spmd__conv_set_isa(SPMD__CONV_ISA_NONE, 0);
+    check_path("blas", t, &d, &r, x, w, b, dout, 0);
+    if (best >= SPMD__CONV_ISA_AVX2) {
+        spmd__conv_set_isa(SPMD__CONV_ISA_AVX2, 0);
+        check_path("avx2", t, &d, &r, x, w, b, dout, t->take8);
+        spmd__conv_set_isa(SPMD__CONV_ISA_AVX2, 1);
+        check_path("avx2/every", t, &d, &r, x, w, b, dout, t->fits8);
+    }
+    if (best >= SPMD__CONV_ISA_AVX512) {
+        spmd__conv_set_isa(SPMD__CONV_ISA_AVX512, 0);
+        check_path("avx512", t, &d, &r, x, w, b, dout, t->take16);
+        spmd__conv_set_isa(SPMD__CONV_ISA_AVX512, 1);
+        check_path("avx512/every", t, &d, &r, x, w, b, dout, t->fits16);
+    }
+    spmd__conv_set_isa(best, 0);
+    free(x); free(w); free(b); free(dout);
     ref_free(&r);
 }
+
+static const shape shapes[] = {
+    /* C  H   W   O  K  S  P  B bias  take16/8 fits16/8 */
+    {1, 28, 28, 32, 3, 1, 0, 3, 1, 1, 1, 1, 1, "seed conv1 (batch 3)"},
+    {32, 26, 26, 32, 3, 1, 0, 2, 1, 1, 1, 1, 1, "seed conv2 (batch 2)"},
+    {32, 26, 26, 32, 3, 1, 0, 1, 1, 1, 1, 1, 1, "seed conv2, batch 1"},
+    {16, 8, 8, 16, 3, 1, 1, 4, 0, 1, 1, 1, 1, "16ch 8x8 pad 1"},
+    {64, 10, 10, 64, 3, 1, 1, 2, 0, 1, 1, 1, 1, "64ch 10x10 (weights by block)"},
+    {40, 9, 9, 45, 3, 1, 1, 1, 1, 0, 1, 1, 1, "40->45ch 9x9 (weights by block)"},
+    {5, 9, 13, 17, 3, 1, 2, 1, 1, 1, 1, 1, 1, "5->17ch 9x13 pad 2"},
+    {2, 19, 37, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, "2->3ch 19x37 pad 1"},
+    {7, 3, 30, 9, 3, 1, 0, 1, 1, 1, 1, 1, 1, "one output row"},
+    /* the kernels can, but the default sends them to im2col */
+    {64, 4, 4, 64, 3, 1, 1, 2, 0, 0, 0, 1, 1, "64ch 4x4 pad 1"},
+    {3, 7, 5, 5, 3, 1, 1, 2, 1, 0, 0, 1, 1, "3->5ch 7x5 pad 1"},
+    {33, 11, 6, 40, 3, 1, 0, 3, 1, 0, 0, 1, 1, "33->40ch 11x6"},
+    {4, 3, 3, 6, 3, 1, 1, 2, 1, 0, 0, 0, 1, "3x3 pad 1 (L = 13)"},
+    /* shapes only the im2col path takes */
+    {3, 2, 2, 2, 3, 1, 1, 2, 1, 0, 0, 0, 0, "2x2 pad 1 (L = 6)"},
+    {2, 1, 1, 2, 3, 1, 1, 3, 1, 0, 0, 0, 0, "1x1 image"},
+    {4, 9, 9, 8, 3, 2, 1, 2, 0, 0, 0, 0, 0, "stride 2"},
+    {4, 9, 9, 8, 1, 1, 0, 2, 1, 0, 0, 0, 0, "1x1 kernel"},
+    {3, 8, 8, 4, 5, 1, 2, 2, 1, 0, 0, 0, 0, "5x5"},
+    {3, 8, 8, 4, 3, 1, 3, 1, 1, 0, 0, 0, 0, "pad 3"},
+};
 
 int main(void) {
     spmd_rng_seed(&trng, 42, 0);
     spmd_nn_set_threads(1);   /* the direct kernels stand aside for a multi-threaded BLAS */
-    int best = spmd__conv_set_isa(SPMD__CONV_ISA_AVX512);
+    int best = spmd__conv_set_isa(SPMD__CONV_ISA_AVX512, 0);
     printf("direct conv kernels on this CPU: up to %s\n", isa_name(best));
-    for (int isa = SPMD__CONV_ISA_NONE; isa <= best; isa++) {
-        int got = spmd__conv_set_isa(isa);
-        REQUIRE(got == isa);
-        const int on = isa != SPMD__CONV_ISA_NONE;
-        const int vl = isa == SPMD__CONV_ISA_AVX512 ? 16 : 8;
-        /* the seed CNN's layers (smaller batch) */
-        check_shape(isa, 1, 28, 28, 32, 3, 1, 0, 3, 1, on);
-        check_shape(isa, 32, 26, 26, 32, 3, 1, 0, 2, 1, on);
-        /* batch 1, ResNet-like padded layers, odd channel counts and sizes */
-        check_shape(isa, 32, 26, 26, 32, 3, 1, 0, 1, 1, on);
-        check_shape(isa, 16, 8, 8, 16, 3, 1, 1, 4, 0, on);
-        check_shape(isa, 64, 4, 4, 64, 3, 1, 1, 2, 0, on);   /* L = 22: one 16-wide tile */
-        check_shape(isa, 3, 7, 5, 5, 3, 1, 1, 2, 1, on);
-        check_shape(isa, 5, 9, 13, 17, 3, 1, 2, 1, 1, on);
-        check_shape(isa, 33, 11, 6, 40, 3, 1, 0, 3, 1, on);
-        check_shape(isa, 2, 19, 37, 3, 3, 1, 1, 2, 1, on);
-        check_shape(isa, 7, 3, 30, 9, 3, 1, 0, 1, 1, on);    /* one output row */
-        check_shape(isa, 4, 3, 3, 6, 3, 1, 1, 2, 1, on && vl <= 13);   /* L = 13: AVX2 only */
-        /* shapes only the im2col path takes */
-        check_shape(isa, 3, 2, 2, 2, 3, 1, 1, 2, 1, 0);      /* L = 6 */
-        check_shape(isa, 2, 1, 1, 2, 3, 1, 1, 3, 1, 0);      /* 1x1 image */
-        check_shape(isa, 4, 9, 9, 8, 3, 2, 1, 2, 0, 0);      /* stride 2 */
-        check_shape(isa, 4, 9, 9, 8, 1, 1, 0, 2, 1, 0);      /* 1x1 kernel */
-        check_shape(isa, 3, 8, 8, 4, 5, 1, 2, 2, 1, 0);      /* 5x5 */
-        check_shape(isa, 3, 8, 8, 4, 3, 1, 3, 1, 1, 0);      /* pad 3 */
-    }
-    spmd__conv_set_isa(best);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i], best);
     /* with several BLAS threads the im2col path (threaded) is taken; not
      * under TSan, which cannot see OpenBLAS's own synchronisation */
 #if !defined(__SANITIZE_THREAD__) && !SPMD_TEST_TSAN_CLANG
     spmd_nn_set_threads(2);
-    if (best != SPMD__CONV_ISA_NONE && openblas_get_num_threads() > 1)
-        check_shape(best, 32, 26, 26, 32, 3, 1, 0, 1, 1, 0);
+    if (best != SPMD__CONV_ISA_NONE && openblas_get_num_threads() > 1) {
+        const shape t = {32, 26, 26, 32, 3, 1, 0, 1, 1, 0, 0, 0, 0, "seed conv2, 2 BLAS threads"};
+        spmd_conv2d_dims d;
+        spmd_conv2d_dims_init(&d, t.C, t.H, t.W, t.O, 3, 1, 0);
+        size_t no = (size_t)t.O * d.oh * d.ow;
+        float *x = rand_buf((size_t)t.C * t.H * t.W), *w = rand_buf((size_t)t.O * t.C * 9);
+        float *out = malloc(sizeof(float) * no), *col = malloc(sizeof(float) * spmd_conv2d_col_size(&d, 1));
+        CHECK(spmd__conv_direct_forward(out, x, w, NULL, col, &d, 1) == 0);
+        free(x); free(w); free(out); free(col);
+    }
     spmd_nn_set_threads(1);
 #endif
     TEST_MAIN_END();
