@@ -110,7 +110,10 @@ static int dw_rows(const spmd_conv2d_dims *d) {
 
 size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B) {
     (void)B;
+    /* the narrowest vectors accept the most shapes */
+    pthread_once(&once, init);
     if (!shape_fits(d, SPMD__DCONV_VL_AVX2)) return 0;
+    if (!any_shape && !shape_pays(d, SPMD__DCONV_VL_AVX2)) return 0;
     size_t hp = (size_t)d->h + 2 * d->pad, wp = (size_t)d->w + 2 * d->pad;
     size_t opad = round_up((size_t)d->oc, SPMD__DCONV_OBLOCK);
     size_t cpad = round_up((size_t)d->c, SPMD__DCONV_OBLOCK);

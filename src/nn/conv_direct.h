@@ -86,8 +86,9 @@ enum { SPMD__CONV_ISA_NONE, SPMD__CONV_ISA_AVX2, SPMD__CONV_ISA_AVX512 };
 int spmd__conv_isa(void);
 /* Tests: force a family (lowered to what the CPU runs); every_shape 1 also
  * sends the shapes the kernels can do but that do not pay (small images)
- * to the fast path.  Returns the family in effect.  Not to be called while
- * convolutions run on other threads. */
+ * to the fast path (scratch sizes follow: set it before sizing col/dcol).
+ * Returns the family in effect.  Not to be called while convolutions run
+ * on other threads. */
 int spmd__conv_set_isa(int isa, int every_shape);
 
 /* Scratch floats the fast path needs in col and in dcol (0 when it never
