@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
+#include "common/common.h"
 #include "nn/conv_direct.h"
 #include "nn/internal.h"
 
@@ -34,13 +35,22 @@ static void init(void) {
         best_isa = SPMD__CONV_ISA_AVX2;
     if (__builtin_cpu_supports("avx512f")) best_isa = SPMD__CONV_ISA_AVX512;
 #endif
+    static const char *const names[] = {"blas", "avx2", "avx512"};
     active_isa = best_isa;
     const char *env = getenv("SPMD_CONV_ISA");
-    if (env && *env) {
-        if (strcmp(env, "blas") == 0) active_isa = SPMD__CONV_ISA_NONE;
-        else if (strcmp(env, "avx2") == 0 && best_isa >= SPMD__CONV_ISA_AVX2)
-            active_isa = SPMD__CONV_ISA_AVX2;
+    if (env && *env && strcmp(env, "auto") != 0) {
+        int want = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(env, names[i]) == 0) want = i;
+        if (want < 0)
+            SPMD_LOGW("SPMD_CONV_ISA=%s is not blas, avx2, avx512 or auto; using %s", env,
+                      names[best_isa]);
+        else if (want > best_isa)
+            SPMD_LOGW("SPMD_CONV_ISA=%s: this CPU cannot run it; using %s", env, names[best_isa]);
+        else
+            active_isa = want;
     }
+    SPMD_LOGD("conv kernels: %s", names[active_isa]);
 }
 
 int spmd__conv_isa(void) {
