@@ -14,7 +14,9 @@
  *     u32 magic | u32 could-read.
  * A pair uses cross-memory attach only when both ranks could read the other
  * (containers often forbid the syscall, Yama's ptrace_scope may too);
- * otherwise its messages stay on TCP.  SPMD_CMA=0 turns it off.
+ * otherwise its messages stay on TCP.  SPMD_CMA=0 turns it off;
+ * SPMD_CMA_MIN_BYTES (default 128 KiB: below it TCP was as fast or faster) is the
+ * smallest message that uses it.
  *
  * Every later read also reads the token again and checks it, so a pid that
  * no longer belongs to the peer can never yield foreign bytes.
@@ -118,6 +120,9 @@ spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, si
 spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size_t errlen) {
     g->cma = calloc((size_t)g->world, sizeof *g->cma);
     if (!g->cma) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    long min = 128 * 1024;
+    if (spmd__env_int("SPMD_CMA_MIN_BYTES", 1, 1L << 40, &min) != SPMD_OK) min = 128 * 1024;
+    g->cma_min = (size_t)min;
     if (g->world == 1) return SPMD_OK;
     probe me = {0};
     if (getrandom(&g->cma_token, sizeof g->cma_token, 0) != (ssize_t)sizeof g->cma_token)

@@ -17,6 +17,7 @@ struct spmd__coll_ctx {
     size_t segment_bytes;
     uint64_t spin_ns;      /* busy-poll budget before sleeping in poll() */
     int yield_in_spin;     /* oversubscribed: yield the core while spinning */
+    int use_cma;           /* large sends may go by cross-memory attach (see executor.c) */
     void *scratch[SPMD__SCRATCH_SLOTS];
     size_t scratch_len[SPMD__SCRATCH_SLOTS];
     char err[SPMD__ERRLEN];

@@ -54,6 +54,7 @@ struct spmd_group {
     spmd__exec *exec;
     spmd__cma_peer *cma;          /* [world], NULL until the mesh is up */
     uint64_t cma_token;           /* peers read it to know they read the right process */
+    size_t cma_min;               /* smaller collective messages stay inline (SPMD_CMA_MIN_BYTES) */
 
     /* failure: set once, never cleared */
     atomic_int failed;            /* 0 ok; else the spmd_status of the failure */

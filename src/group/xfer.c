@@ -7,7 +7,7 @@
  * with SPMD_ERR_MISMATCH before a byte of payload is accepted.
  *
  * Modes: INLINE, the payload follows; CMA (pairs under one kernel that agreed
- * at connect time, see cma.c, and messages of CMA_MIN_BYTES or more), an
+ * at connect time, see cma.c, and messages of g->cma_min bytes or more), an
  * 8-byte address follows and the receiver reads the payload from the sender's
  * memory, then answers ACK (a header alone) so the sender may return; ACK.
  * Acknowledgements share the stream with the receiver's own messages to the
@@ -35,7 +35,6 @@
 #define XMAGIC 0xC0u
 #define SPIN_MAX_BYTES (256u * 1024u)
 #define DESC 8                              /* a CMA message's payload: the sender's address */
-#define CMA_MIN_BYTES ((size_t)32 * 1024)   /* smaller messages go inline: a round trip costs more */
 #define PULL_PIECE ((size_t)1 << 20)        /* one process_vm_readv call at most, so other ops keep moving */
 
 int spmd__ctx_rank(const spmd__coll_ctx *c) { return c->g->rank; }
@@ -467,7 +466,7 @@ spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends
         o->len = in->len;
         o->send = k < nsends;
         o->done = 0;
-        o->cma = o->send && in->len >= CMA_MIN_BYTES && g->cma && g->cma[in->peer].ok;
+        o->cma = o->send && c->use_cma && in->len >= g->cma_min && g->cma && g->cma[in->peer].ok;
         o->ph = o->send ? P_WRITE : P_HDR;
         if (o->send) {
             make_hdr(c, o->hdr, o->cma ? M_CMA : M_INLINE, in->len);

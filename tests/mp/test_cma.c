@@ -44,7 +44,7 @@ static int probe_kernel(void) {
     return ok;
 }
 
-/* Elements rank i sends to rank j: 0, ~4 KB (inline), ~80 KB and ~1.2 MB (CMA). */
+/* Elements rank i sends to rank j: 0, ~4 KB, ~80 KB (inline) and ~1.2 MB (CMA). */
 static size_t count_of(int i, int j) {
     static const size_t sizes[] = {0, 1000, 20011, 300007};
     return sizes[(size_t)(i * 3 + j) % 4];
@@ -132,5 +132,7 @@ int main(void) {
     CHECK_MSG(run_world(2, body, &none, 60) == 0, "world 2, every rank willing");
     CHECK_MSG(run_world(3, body, &none, 60) == 0, "world 3, every rank willing");
     CHECK_MSG(run_world(3, body, &second, 60) == 0, "world 3, rank 1 with SPMD_CMA=0");
+    setenv("SPMD_CMA_MIN_BYTES", "1", 1); /* every non-empty message by CMA, several per call */
+    CHECK_MSG(run_world(3, body, &none, 60) == 0, "world 3, SPMD_CMA_MIN_BYTES=1");
     TEST_MAIN_END();
 }
