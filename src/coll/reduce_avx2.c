@@ -172,14 +172,11 @@ static inline T2 void st_i32pd(int32_t *p, __m256d v) {
     static T2 void name(void *buf, size_t n, int divisor) {                         \
         ET *p = buf;                                                                \
         size_t i = 0;                                                               \
-        VT dv = SET1(divisor);                                                      \
-        if ((divisor & (divisor - 1)) == 0) {                                       \
-            VT rv = RCP(divisor);                                                   \
-            for (; i + (W) <= n; i += (W))                                          \
-                STORE(p + i, MUL(LOAD(p + i), rv));                                 \
-        } else {                                                                    \
-            for (; i + (W) <= n; i += (W))                                          \
-                STORE(p + i, DIV(LOAD(p + i), dv));                                 \
+        const int pow2 = (divisor & (divisor - 1)) == 0; /* the loop is unswitched */ \
+        VT dv = SET1(divisor), rv = RCP(divisor);                                   \
+        for (; i + (W) <= n; i += (W)) {                                            \
+            VT x = LOAD(p + i);                                                     \
+            STORE(p + i, pow2 ? MUL(x, rv) : DIV(x, dv));                           \
         }                                                                           \
         if (i < n)                                                                  \
             sc->avg[DT](p + i, n - i, divisor);                                     \

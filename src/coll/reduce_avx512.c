@@ -197,22 +197,16 @@ static inline T5 void stm_i32pd(int32_t *p, __mmask8 k, __m512d v) {
     static T5 void name(void *buf, size_t n, int divisor) {                         \
         ET *p = buf;                                                                \
         size_t i = 0;                                                               \
-        VT dv = SET1(divisor);                                                      \
-        if ((divisor & (divisor - 1)) == 0) {                                       \
-            VT rv = RCP(divisor);                                                   \
-            for (; i + (W) <= n; i += (W))                                          \
-                STORE(p + i, MUL(LOAD(p + i), rv));                                 \
-            if (i < n) {                                                            \
-                MT k = (MT)((UINT64_C(1) << (n - i)) - 1);                          \
-                STOREM(p + i, k, MUL(LOADM(p + i, k), rv));                         \
-            }                                                                       \
-            return;                                                                 \
+        const int pow2 = (divisor & (divisor - 1)) == 0; /* the loop is unswitched */ \
+        VT dv = SET1(divisor), rv = RCP(divisor);                                   \
+        for (; i + (W) <= n; i += (W)) {                                            \
+            VT x = LOAD(p + i);                                                     \
+            STORE(p + i, pow2 ? MUL(x, rv) : DIV(x, dv));                           \
         }                                                                           \
-        for (; i + (W) <= n; i += (W))                                              \
-            STORE(p + i, DIV(LOAD(p + i), dv));                                     \
         if (i < n) {                                                                \
             MT k = (MT)((UINT64_C(1) << (n - i)) - 1);                              \
-            STOREM(p + i, k, DIV(LOADM(p + i, k), dv));                             \
+            VT x = LOADM(p + i, k);                                                 \
+            STOREM(p + i, k, pow2 ? MUL(x, rv) : DIV(x, dv));                       \
         }                                                                           \
     }
 
