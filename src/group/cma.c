@@ -19,7 +19,9 @@
  * smallest message that uses it.
  *
  * Every later read also reads the token again and checks it, so a pid that
- * no longer belongs to the peer can never yield foreign bytes.
+ * no longer belongs to the peer can never yield foreign bytes, and a rank
+ * whose group fails changes its token (spmd__group_mark_failed) before its
+ * caller can free a buffer a peer may still be reading.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -89,9 +91,13 @@ spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, si
                            size_t errlen) {
     const spmd__cma_peer *p = &g->cma[peer];
     uint64_t token = 0;
-    struct iovec local[2] = {{&token, sizeof token}, {dst, len}};
-    struct iovec remote[2] = {{(void *)(uintptr_t)p->token_addr, sizeof token},
-                              {(void *)(uintptr_t)addr, len}};
+    /* The token is read after the payload: a sender whose group failed
+     * changes its token before its caller may free the buffer, so a payload
+     * read from freed memory is always followed by a token that no longer
+     * matches. */
+    struct iovec local[2] = {{dst, len}, {&token, sizeof token}};
+    struct iovec remote[2] = {{(void *)(uintptr_t)addr, len},
+                              {(void *)(uintptr_t)p->token_addr, sizeof token}};
     size_t want = sizeof token + len, got = 0;
     while (got < want) {
         ssize_t n = process_vm_readv(p->pid, local, 2, remote, 2, 0);
@@ -113,7 +119,8 @@ spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, si
     }
     if (token != p->token)
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
-                          "rank %d's process (pid %d) is gone: its memory no longer holds its token", peer, p->pid);
+                          "rank %d (pid %d) failed its group or is gone: its memory no longer holds its token",
+                          peer, p->pid);
     return SPMD_OK;
 }
 

@@ -37,6 +37,8 @@ int spmd__group_mark_failed(spmd_group *g, spmd_status st, const char *msg) {
     int first = atomic_load(&g->failed) == 0;
     if (first) {
         snprintf(g->fail_msg, sizeof g->fail_msg, "%s", msg);
+        /* peers reading our buffers by CMA must not trust them any more (cma.c) */
+        __atomic_store_n(&g->cma_token, ~g->cma_token, __ATOMIC_SEQ_CST);
         atomic_store(&g->failed, (int)st);
         uint64_t one = 1;
         ssize_t r = write(g->fail_eventfd, &one, sizeof one);

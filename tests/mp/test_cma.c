@@ -2,7 +2,8 @@
  * read large collective messages from each other's memory, a rank started
  * with SPMD_CMA=0 keeps every pair it is in on TCP, and in both cases
  * messages above and below the CMA threshold, several per peer in one call
- * (all_to_all_v, gather), arrive bit for bit.
+ * (all_to_all_v, gather), arrive bit for bit; once a rank's group fails its
+ * memory can no longer be read.
  *
  * Where this kernel forbids process_vm_readv (containers, Yama), the test
  * checks that no pair claims CMA and the traffic still flows. */
@@ -112,6 +113,46 @@ static int traffic(spmd_group *g, int rank, int w) {
     return 0;
 }
 
+/* A rank whose group failed changes its token, so a peer can no longer read
+ * its memory (its caller may free buffers a peer was about to read). */
+static int failed_group(int rank, int w, void *arg) {
+    (void)arg;
+    (void)w;
+    spmd_group *g = join_group(rank);
+    if (!g) return 1;
+    RREQUIRE(g->cma[1 - rank].ok == cma_works);
+    if (!cma_works) {
+        spmd_group_destroy(g);
+        return 0;
+    }
+    char buf[8];
+    char err[256];
+    uint64_t peer_token_addr = g->cma[1 - rank].token_addr;
+    /* before: the peer's memory reads fine */
+    RREQUIRE(spmd__cma_read(g, 1 - rank, buf, peer_token_addr, sizeof buf, err, sizeof err) == SPMD_OK);
+    RREQUIRE(spmd_barrier(g) == SPMD_OK);
+    void *v = NULL;
+    size_t n = 0;
+    if (rank == 0) {
+        spmd_group_abort(g, "test: rank 0 gives up");
+        /* stay alive (and mapped) until rank 1 has tried to read us */
+        RREQUIRE(spmd_store_get(g->store, "tried", &v, &n) == SPMD_OK);
+        free(v);
+    } else {
+        /* the abort reaches us: wait for our group to fail */
+        while (spmd_barrier(g) == SPMD_OK) {
+        }
+        spmd_status st = spmd__cma_read(g, 0, buf, peer_token_addr, sizeof buf, err, sizeof err);
+        if (st == SPMD_OK || !strstr(err, "token")) {
+            fprintf(stderr, "rank 1: read after rank 0 failed: %d %s\n", st, err);
+            return 1;
+        }
+        RREQUIRE(spmd_store_set(g->store, "tried", "1", 1) == SPMD_OK);
+    }
+    spmd_group_destroy(g);
+    return 0;
+}
+
 static int body(int rank, int w, void *arg) {
     int off_rank = *(int *)arg;
     spmd_group *g = NULL;
@@ -132,6 +173,7 @@ int main(void) {
     CHECK_MSG(run_world(2, body, &none, 60) == 0, "world 2, every rank willing");
     CHECK_MSG(run_world(3, body, &none, 60) == 0, "world 3, every rank willing");
     CHECK_MSG(run_world(3, body, &second, 60) == 0, "world 3, rank 1 with SPMD_CMA=0");
+    CHECK_MSG(run_world(2, failed_group, NULL, 60) == 0, "world 2, a rank's group fails");
     setenv("SPMD_CMA_MIN_BYTES", "1", 1); /* every non-empty message by CMA, several per call */
     CHECK_MSG(run_world(3, body, &none, 60) == 0, "world 3, SPMD_CMA_MIN_BYTES=1");
     TEST_MAIN_END();
