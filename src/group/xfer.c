@@ -6,13 +6,18 @@
  * different collectives, in a different order or with different arguments fail
  * with SPMD_ERR_MISMATCH before a byte of payload is accepted.
  *
- * Modes: INLINE, the payload follows; CMA (pairs under one kernel that agreed
- * at connect time, see cma.c, and messages of g->cma_min bytes or more), an
- * 8-byte address follows and the receiver reads the payload from the sender's
- * memory, then answers ACK (a header alone) so the sender may return; ACK.
+ * Modes:
+ *   INLINE  the payload follows.
+ *   CMA     an 8-byte address follows; the receiver reads the payload from
+ *           the sender's memory (cma.c) and answers with an ACK.  Used for
+ *           messages of g->cma_min bytes or more between ranks that agreed
+ *           at connect time, when the caller waits on the collective.
+ *   ACK     a header alone: one CMA message was read, its sender may return.
  * Acknowledgements share the stream with the receiver's own messages to the
  * sender, so headers are read per peer and dispatched: an ACK completes the
- * oldest CMA send to that peer, anything else starts the oldest receive.
+ * oldest CMA send to that peer (ACKs are only counted: the call returns once
+ * every one has come, so which send an ACK completes does not matter),
+ * anything else starts the oldest receive.
  *
  * All sends and receives of one spmd__xfer call progress together on
  * non-blocking sockets: first a short busy-poll (the latency of a small
