@@ -164,15 +164,16 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
                    strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
         if (same) {
             char scratch[8];
-            cp->readable = spmd__cma_read(g, p, scratch, them.token_addr, sizeof scratch, why, sizeof why) == SPMD_OK;
-            if (!cp->readable) spmd__log(SPMD__LOG_INFO, "rank %d: no cross-memory attach with rank %d: %s", g->rank, p, why);
+            /* ok holds "we can read the peer" until the peer's verdict arrives */
+            cp->ok = spmd__cma_read(g, p, scratch, them.token_addr, sizeof scratch, why, sizeof why) == SPMD_OK;
+            if (!cp->ok) spmd__log(SPMD__LOG_INFO, "rank %d: no cross-memory attach with rank %d: %s", g->rank, p, why);
         }
     }
     unsigned char v[8];
     for (int p = 0; p < g->world; p++) {
         if (p == g->rank) continue;
         spmd__put_u32(v, VERDICT_MAGIC);
-        spmd__put_u32(v + 4, (uint32_t)g->cma[p].readable);
+        spmd__put_u32(v + 4, (uint32_t)g->cma[p].ok);
         if ((st = spmd__write_full(g->coll_fd[p], v, sizeof v, deadline, NULL, why, sizeof why)))
             return spmd__fail(err, errlen, st, "rank %d: same-host verdict to rank %d: %s", g->rank, p, why);
     }
@@ -183,7 +184,7 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
         if (spmd__get_u32(v) != VERDICT_MAGIC || spmd__get_u32(v + 4) > 1)
             return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled same-host verdict from rank %d",
                               g->rank, p);
-        g->cma[p].ok = g->cma[p].readable && spmd__get_u32(v + 4) == 1;
+        g->cma[p].ok = g->cma[p].ok && spmd__get_u32(v + 4) == 1;
     }
     return SPMD_OK;
 }

@@ -28,7 +28,6 @@ typedef struct spmd__exec spmd__exec; /* executor.c */
 /* What this rank knows of a peer's process for cross-memory attach (cma.c). */
 typedef struct {
     int ok;             /* both ranks can read each other: large collective messages go by CMA */
-    int readable;       /* we can read the peer */
     int pid;
     uint64_t token_addr, token;
 } spmd__cma_peer;

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
+#include "train_util.h"
 #include "spmd/data.h"
 
 #if !defined(SPMD_TRAIN_EXE) || !defined(SPMDRUN_EXE)
@@ -275,23 +276,8 @@ static void test_check_sync(void) {
     CHECK_MSG(rc == 0, "equal replicas failed --check-sync (exit %d)", rc);
 }
 
-static void rm_rf(const char *dir) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/rm", "rm", "-rf", dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid > 0) waitpid(pid, NULL, 0);
-}
-
 int main(int argc, char **argv) {
-    spmd_dataset probe = SPMD_DATASET_INIT;
-    char err[512];
-    if (spmd_dataset_load_dir(NULL, SPMD_SPLIT_TEST, &probe, err, sizeof err) != SPMD_OK) {
-        printf("skipped: Fashion-MNIST not installed (%s)\n", err);
-        return 77;
-    }
-    spmd_dataset_free(&probe);
+    if (!train_data_present()) return 77;
     const char *mode = argc > 1 ? argv[1] : "";
     snprintf(tmpdir, sizeof tmpdir, "/tmp/spmd-ddp-train-XXXXXX");
     REQUIRE(mkdtemp(tmpdir) != NULL);
@@ -304,6 +290,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_ddp_train paths|compression|syncbn|resume|check_sync\n");
         test_failures++;
     }
-    rm_rf(tmpdir);
+    train_rm_rf(tmpdir);
     TEST_MAIN_END();
 }

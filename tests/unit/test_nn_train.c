@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
+#include "train_util.h"
 #include "spmd/data.h"
 #include "spmd/group.h"
 
@@ -140,23 +141,8 @@ static void test_mlp(void) {
     CHECK_MSG(acc >= 0.80, "accuracy %.4f < 0.80", acc);
 }
 
-static void rm_rf(const char *dir) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/rm", "rm", "-rf", dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid > 0) waitpid(pid, NULL, 0);
-}
-
 int main(int argc, char **argv) {
-    spmd_dataset probe = SPMD_DATASET_INIT;
-    char err[512];
-    if (spmd_dataset_load_dir(NULL, SPMD_SPLIT_TEST, &probe, err, sizeof err) != SPMD_OK) {
-        printf("skipped: Fashion-MNIST not installed (%s)\n", err);
-        return 77;
-    }
-    spmd_dataset_free(&probe);
+    if (!train_data_present()) return 77;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/spmd-nn-train-XXXXXX");
     REQUIRE(mkdtemp(tmpdir) != NULL);
     if (argc > 1 && strcmp(argv[1], "mlp") == 0) {
@@ -165,6 +151,6 @@ int main(int argc, char **argv) {
         test_resume(1);
         test_resume(2);
     }
-    rm_rf(tmpdir);
+    train_rm_rf(tmpdir);
     TEST_MAIN_END();
 }
