@@ -62,6 +62,7 @@ typedef struct {
     long train_samples;  /* 0: the whole training set */
     int sync_average;    /* 1: --sync average (seed 000's average_gradients) */
     int no_overlap;      /* DDP: reduce every bucket after backward */
+    int no_shared_grads; /* DDP: gradients in private memory, buckets through all_reduce */
     float bucket_cap_mb; /* DDP: 0 = DEFAULT_BUCKET_CAP_MB */
     spmd_ddp_compression compression;
     int sync_bn;
@@ -99,6 +100,8 @@ static void usage(FILE *f) {
         "  --sync ddp|average   gradient synchronisation (world > 1): the DDP reducer, or seed\n"
         "                       000's average_gradients after backward    (ddp)\n"
         "  --no-overlap         DDP: reduce all buckets after backward instead of during it\n"
+        "  --no-shared-grads    DDP: keep gradients private and reduce them by all_reduce even\n"
+        "                       when every rank is on this host (default: summed in shared memory)\n"
         "  --bucket-cap-mb X    DDP: bucket size cap in MiB (torch: 25)  (1; first bucket <= 1)\n"
         "  --grad-compression C DDP: none | fp16 | bf16 on the wire      (none)\n"
         "  --sync-bn            BatchNorm layers use the global batch's statistics (SyncBatchNorm)\n"
@@ -141,7 +144,7 @@ static int parse_float(const char *opt, const char *s, float *out) {
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -152,6 +155,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--no-dropout") == 0) o->dropout = 0;
         else if (strcmp(a, "--no-eval") == 0) o->eval = 0;
         else if (strcmp(a, "--no-overlap") == 0) o->no_overlap = 1;
+        else if (strcmp(a, "--no-shared-grads") == 0) o->no_shared_grads = 1;
         else if (strcmp(a, "--sync-bn") == 0) o->sync_bn = 1;
         else if (strcmp(a, "--check-sync") == 0) o->check_sync = 1;
         else if (!v) {
@@ -236,8 +240,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 o->model);
         return -1;
     }
-    if (o->sync_average && (o->no_overlap || o->bucket_cap_mb > 0.0f || o->compression)) {
-        fprintf(stderr, "spmd-train: --no-overlap, --bucket-cap-mb and --grad-compression belong to "
+    if (o->sync_average && (o->no_overlap || o->no_shared_grads || o->bucket_cap_mb > 0.0f || o->compression)) {
+        fprintf(stderr, "spmd-train: --no-overlap, --no-shared-grads, --bucket-cap-mb and --grad-compression belong to "
                         "--sync ddp, not --sync average\n");
         return -1;
     }
@@ -341,6 +345,16 @@ static spmd_status ddp_setup(trainer *t) {
     if (st != SPMD_OK) {
         snprintf(t->err, sizeof t->err, "cannot create the reducer");
         return st;
+    }
+    if (!t->o.no_shared_grads) {
+        /* gradient_as_bucket_view: the model's gradients live in the reducer's
+         * memory, which ranks on one host share */
+        float *shared = NULL;
+        st = spmd_ddp_alloc_grads(t->ddp, t->nparams, &shared);
+        if (st == SPMD_OK) {
+            spmd_model_use_grad_memory(t->model, shared);
+            t->grads = shared;
+        }
     }
     for (int i = 0; i < spmd_model_num_params(t->model) && st == SPMD_OK; i++) {
         const spmd_tensor_info *p = spmd_model_param(t->model, i);
@@ -914,10 +928,11 @@ static int run(trainer *t) {
         t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), lr,
         t->o.epochs, limit, openblas_get_corename(), openblas_get_num_threads());
     if (t->ddp)
-        say(t, "gradient sync: DDP reducer, %d bucket(s) (cap %g MiB), %s, compression %s%s\n",
+        say(t, "gradient sync: DDP reducer, %d bucket(s) (cap %g MiB), %s, %s, compression %s%s\n",
             spmd_ddp_num_buckets(t->ddp),
             t->o.bucket_cap_mb > 0.0f ? (double)t->o.bucket_cap_mb : DEFAULT_BUCKET_CAP_MB,
             t->o.no_overlap ? "all reduced after backward" : "overlapped with backward",
+            spmd_ddp_grads_shared(t->ddp) ? "summed in shared memory" : "all_reduce",
             t->o.compression == SPMD_DDP_COMPRESS_FP16 ? "fp16" :
             t->o.compression == SPMD_DDP_COMPRESS_BF16 ? "bf16" : "none",
             spmd_model_is_syncbn(t->model) ? ", SyncBatchNorm" : "");

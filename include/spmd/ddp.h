@@ -4,6 +4,7 @@
  * Use:
  *   spmd_ddp *d;  spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
  *   spmd_ddp_create(g, &o, &d);
+ *   optionally spmd_ddp_alloc_grads(d, n, &grads): the model's gradients, shared
  *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n, SPMD_F32);
  *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n, SPMD_F32);
  *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
@@ -69,6 +70,18 @@ spmd_status spmd_ddp_create(spmd_group *g, const spmd_ddp_opts *opts, spmd_ddp *
 void spmd_ddp_free(spmd_ddp *d);
 /* Detailed message of the last failure. */
 const char *spmd_ddp_errmsg(const spmd_ddp *d);
+
+/* Gradient memory for `count` floats (zero-filled, the reducer's; valid until
+ * spmd_ddp_free) that the reducer can sum in place across ranks — torch's
+ * gradient_as_bucket_view, the other way round.  Call once, before finalize,
+ * and register gradients inside it at the same offsets on every rank.  When
+ * every rank does and all share one host that lets them map each other's
+ * memory (the same conditions as SPMD_CMA), buckets are reduced straight in
+ * shared memory, with no sockets and no threads; otherwise through the
+ * group's all_reduce as usual.  Hooks and compression use the all_reduce. */
+spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads);
+/* 1 when finalize found every rank's gradients shared (see alloc_grads). */
+int spmd_ddp_grads_shared(const spmd_ddp *d);
 
 /* Register parameter i (in registration order, starting at 0) with its
  * gradient buffer.  Only SPMD_F32 (float) gradients are supported. */

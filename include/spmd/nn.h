@@ -189,6 +189,10 @@ int spmd_model_num_buffers(const spmd_model *m);
 const spmd_tensor_info *spmd_model_buffer(const spmd_model *m, int i);
 
 void spmd_model_zero_grad(spmd_model *m);
+/* Keep the gradients in caller-owned memory of spmd_model_grads' length from
+ * now on (the current ones are copied there), e.g. the DDP reducer's shared
+ * gradients (spmd_ddp_alloc_grads).  It must outlive the model's use. */
+void spmd_model_use_grad_memory(spmd_model *m, float *mem);
 /* 1: train mode (dropout active, BatchNorm batch statistics), 0: eval. */
 void spmd_model_train(spmd_model *m, int training);
 int spmd_model_is_training(const spmd_model *m);

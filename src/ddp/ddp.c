@@ -9,6 +9,22 @@
  * A bucket whose gradients sit back to back in memory (the training stack
  * keeps all gradients in one allocation) is reduced in place; otherwise its
  * gradients are copied into a staging buffer as they become ready.
+ *
+ * Shared gradients (spmd_ddp_alloc_grads, every rank on one host): every
+ * rank maps every other's gradient memory (group/shm.h), and a bucket needs
+ * no message at all.  Each rank owns a slice of the bucket, sums it over the
+ * ranks' memories, divides, and writes the result into every rank's memory:
+ *
+ *   launch:  ready := bucket's sequence number      (my gradients are final)
+ *   reduce:  when every rank's ready has reached it (polled from grad_ready,
+ *            waited for in finish): sum my slice, write it everywhere,
+ *            done := the sequence number
+ *   finish:  wait until every rank's done has reached the last bucket's
+ *
+ * Only the training thread does this, in bucket order; there is nothing to
+ * overlap on a host whose cores are all training, and no thread to wake.
+ * Between steps a rank's memory is touched by nobody else: peers write to it
+ * only after its ready and are done before its finish returns.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -18,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include "coll/reduce.h"
+#include "group/shm.h"
 #include "spmd/ddp.h"
 #include "ddp_internal.h"
 
@@ -46,7 +63,12 @@ typedef struct {
     int pending;     /* gradients not ready yet this step */
     spmd_work *work;
     int launched;
+    int shm;         /* launched as a shared-memory bucket: seq is its number */
+    int reduced;     /* shared: my slice is summed and written everywhere */
+    uint32_t seq;
 } bucket;
+
+enum { SHM_READY, SHM_DONE }; /* the two counters of group/shm.h */
 
 struct spmd_ddp {
     spmd_group *g;
@@ -66,6 +88,10 @@ struct spmd_ddp {
     void *hook_state;
     spmd_status sticky;
     double last_wait;
+    spmd__shm *shm;     /* spmd_ddp_alloc_grads' memory */
+    int shared;         /* every rank maps every rank's gradients */
+    size_t shm_count;   /* its length in floats */
+    uint32_t shm_seq;   /* shared buckets launched so far */
     char err[512];
 };
 
@@ -86,6 +112,7 @@ static double now_s(void) {
 const char *spmd_ddp_errmsg(const spmd_ddp *d) { return d ? d->err : "no reducer"; }
 double spmd_ddp_last_wait_seconds(const spmd_ddp *d) { return d ? d->last_wait : 0; }
 int spmd_ddp_num_buckets(const spmd_ddp *d) { return d ? d->nbk : 0; }
+int spmd_ddp_grads_shared(const spmd_ddp *d) { return d ? d->shared : 0; }
 void spmd_ddp_set_no_sync(spmd_ddp *d, int on) { if (d) d->no_sync = on; }
 void spmd_ddp_set_join_enabled(spmd_ddp *d, int on) { if (d) d->join_enabled = on; }
 
@@ -117,6 +144,7 @@ static void free_buckets(spmd_ddp *d) {
 void spmd_ddp_free(spmd_ddp *d) {
     if (!d) return;
     free_buckets(d);
+    spmd__shm_free(d->shm);
     for (int i = 0; i < d->np; i++) free(d->p[i].name);
     for (int i = 0; i < d->nb; i++) free(d->b[i].name);
     free(d->p);
@@ -124,6 +152,17 @@ void spmd_ddp_free(spmd_ddp *d) {
     free(d->bufstage);
     free(d->order);
     free(d);
+}
+
+spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
+    if (!d || !grads) return SPMD_ERR_INVALID;
+    *grads = NULL;
+    if (d->finalized || d->shm) return fail(d, SPMD_ERR_INVALID, "alloc_grads: only once, before finalize");
+    d->shm = spmd__shm_alloc(d->g, sizeof(float) * (count ? count : 1));
+    if (!d->shm) return fail(d, SPMD_ERR_NOMEM, "alloc_grads: cannot allocate %zu floats of shared memory", count);
+    d->shm_count = count;
+    *grads = spmd__shm_data(d->shm);
+    return SPMD_OK;
 }
 
 spmd_status spmd_ddp_add_param(spmd_ddp *d, const char *name, float *param, float *grad, size_t count) {
@@ -232,11 +271,61 @@ static spmd_status build_buckets(spmd_ddp *d, const int *order) {
 
 static float *bucket_data(bucket *b) { return b->view ? b->view : b->flat; }
 
+/* Does this bucket go through shared memory?  The same answer on every rank:
+ * sharing, layout, hooks and compression are agreed or must be. */
+static int shm_bucket(const spmd_ddp *d, const bucket *b) {
+    return d->shared && b->view && !d->hook && d->o.compression == SPMD_DDP_COMPRESS_NONE;
+}
+
+/* Sum my slice of bucket b over every rank's memory, average it, write it to
+ * every rank's memory.  Slices are cut at 64-byte boundaries; the sum runs in
+ * rank order, so each element's result does not depend on whose slice it is. */
+static void shm_reduce_slice(spmd_ddp *d, bucket *b) {
+    enum { CHUNK = 2048 }; /* floats: stays in L1 between the sum and the writes */
+    int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
+    size_t per = ((b->count + (size_t)w - 1) / (size_t)w + 15) & ~(size_t)15;
+    size_t lo = per * (size_t)me, hi = lo + per;
+    if (lo > b->count) lo = b->count;
+    if (hi > b->count) hi = b->count;
+    size_t off = (size_t)(b->view - (float *)spmd__shm_data(d->shm)) + lo;
+    float tmp[CHUNK];
+    for (size_t i = 0; i < hi - lo; i += CHUNK) {
+        size_t n = hi - lo - i < CHUNK ? hi - lo - i : CHUNK;
+        const float *p0 = (const float *)spmd__shm_peer(d->shm, 0) + off + i;
+        const float *p1 = (const float *)spmd__shm_peer(d->shm, 1) + off + i;
+        spmd__reduce3(tmp, p0, p1, n, SPMD_F32, SPMD_SUM);
+        for (int q = 2; q < w; q++)
+            spmd__reduce(tmp, (const float *)spmd__shm_peer(d->shm, q) + off + i, n, SPMD_F32, SPMD_SUM);
+        spmd__avg_finish(tmp, n, SPMD_F32, w);
+        for (int q = 0; q < w; q++) memcpy((float *)spmd__shm_peer(d->shm, q) + off + i, tmp, n * sizeof(float));
+    }
+    b->reduced = 1;
+    spmd__shm_post(d->shm, SHM_DONE, b->seq);
+}
+
+/* Reduce, in bucket order, every launched shared bucket whose gradients are
+ * final on every rank; never waits. */
+static void shm_progress(spmd_ddp *d) {
+    for (int k = 0; k < d->next_launch; k++) {
+        bucket *b = &d->bk[k];
+        if (!b->shm || b->reduced) continue;
+        if (!spmd__shm_all_reached(d->shm, SHM_READY, b->seq)) return;
+        shm_reduce_slice(d, b);
+    }
+}
+
 static spmd_status launch(spmd_ddp *d, bucket *b) {
     float *data = bucket_data(b);
     int w = spmd_group_size(d->g);
     spmd_status st;
     b->launched = 1;
+    if (shm_bucket(d, b)) {
+        b->shm = 1;
+        b->reduced = 0;
+        b->seq = ++d->shm_seq;
+        spmd__shm_post(d->shm, SHM_READY, b->seq);
+        return SPMD_OK;
+    }
     if (d->hook) {
         st = d->hook(d->hook_state, d->g, data, b->count, &b->work);
     } else if (d->o.compression != SPMD_DDP_COMPRESS_NONE) {
@@ -268,6 +357,18 @@ static spmd_status launch_ready(spmd_ddp *d) {
  * (unless `discard`, for a joined rank). */
 static spmd_status complete(spmd_ddp *d, bucket *b, int discard) {
     spmd_status st = SPMD_OK;
+    if (b->shm) {
+        /* peers write into our memory until their done: wait even when discarding */
+        b->shm = 0;
+        b->launched = 0;
+        if (!b->reduced) {
+            st = spmd__shm_wait_all(d->shm, SHM_READY, b->seq, "gradients (shared bucket)", d->err, sizeof d->err);
+            if (st) return st;
+            shm_reduce_slice(d, b);
+        }
+        st = spmd__shm_wait_all(d->shm, SHM_DONE, b->seq, "share of the bucket sum", d->err, sizeof d->err);
+        return st; /* averaged already, and in place */
+    }
     if (b->work) {
         st = spmd_work_wait(b->work, -1);
         if (st) fail(d, st, "bucket all_reduce: %s", spmd_work_errmsg(b->work));
@@ -361,6 +462,25 @@ static spmd_status bcast_tensors(spmd_ddp *d, float **ptrs, const size_t *counts
     return SPMD_OK;
 }
 
+/* Collective: with spmd_ddp_alloc_grads on every rank and every gradient in
+ * that memory, at the same offsets everywhere, map the other ranks' gradient
+ * memory if this host allows (d->shared). */
+static spmd_status share_grads(spmd_ddp *d) {
+    int32_t have = d->shm != NULL, all_have = 0;
+    spmd_status st = spmd_all_reduce(d->g, &have, &all_have, 1, SPMD_I32, SPMD_MIN);
+    if (st) return fail(d, st, "sharing gradients: %s", spmd_group_errmsg(d->g));
+    if (!all_have) return SPMD_OK;
+    const float *base = spmd__shm_data(d->shm);
+    uint64_t layout = name_hash("layout") ^ (uint64_t)d->np;
+    for (int i = 0; i < d->np && layout; i++) {
+        const dparam *p = &d->p[i];
+        if (p->grad < base || p->grad + p->count > base + d->shm_count) layout = 0; /* outside: no sharing */
+        else layout = (layout ^ (uint64_t)(p->grad - base)) * 1099511628211ull ^ p->count;
+    }
+    st = spmd__shm_connect(d->shm, layout, &d->shared, d->err, sizeof d->err);
+    return st;
+}
+
 spmd_status spmd_ddp_finalize(spmd_ddp *d) {
     if (!d) return SPMD_ERR_INVALID;
     if (d->finalized) return fail(d, SPMD_ERR_INVALID, "finalize called twice");
@@ -387,6 +507,7 @@ spmd_status spmd_ddp_finalize(spmd_ddp *d) {
         for (int i = 0; i < d->nb; i++) d->bufcount += d->b[i].count;
         if (d->bufcount && !(d->bufstage = malloc(sizeof(float) * d->bufcount))) st = fail(d, SPMD_ERR_NOMEM, "out of memory");
     }
+    if (!st) st = share_grads(d);
     if (!st) {
         for (int k = 0; k < d->np; k++) order[k] = d->np - 1 - k; /* backward order */
         st = build_buckets(d, order);
@@ -443,7 +564,9 @@ spmd_status spmd_ddp_grad_ready(spmd_ddp *d, int i) {
     bucket *b = &d->bk[p->bucket];
     if (b->flat) memcpy(b->flat + p->offset, p->grad, p->count * sizeof(float));
     b->pending--;
-    return d->o.overlap ? launch_ready(d) : SPMD_OK;
+    spmd_status st = d->o.overlap ? launch_ready(d) : SPMD_OK;
+    if (d->shared) shm_progress(d);
+    return st;
 }
 
 void spmd_ddp_grad_ready_hook(void *ctx, int param_index) {

@@ -1,7 +1,13 @@
 /* The DDP reducer on synthetic gradients, world sizes 1-4: averages exact,
  * buckets overlapped or not, rebuilt after the first step, parameters and
  * buffers broadcast, shape mismatch, unused parameters, no_sync accumulation,
- * fp16/bf16 compression, uneven inputs (join). */
+ * fp16/bf16 compression, uneven inputs (join) — each with private gradients
+ * (buckets by all_reduce) and with the reducer's shared gradients
+ * (spmd_ddp_alloc_grads: buckets summed in shared memory where the host allows,
+ * mixed with all_reduce for buckets that are not contiguous there).  Then
+ * shared memory's failures: a dead peer and a peer that never arrives give
+ * errors, not hangs, and one rank with SPMD_CMA=0 turns sharing off for all. */
+#include "cma_probe.h"
 #include <math.h>
 #include "harness.h"
 #include "spmd/spmd.h"
@@ -21,17 +27,21 @@ enum { NP = 5 };
 static const size_t COUNTS[NP] = {300, 7, 1000, 1, 513};
 
 typedef struct {
-    float *block, *gblock;
+    float *block, *gblock, *gown[NP];
     float *param[NP], *grad[NP];
     float *bufv;
 } model_t;
+
+static int shared_mode;   /* the cases run with spmd_ddp_alloc_grads */
+static int cma_off_rank = -1; /* this rank starts with SPMD_CMA=0 */
+static int cma_works;     /* this kernel lets processes read each other (cma_probe.h) */
 
 static void model_init(model_t *m, float fill) {
     m->block = calloc(COUNTS[0] + COUNTS[1] + COUNTS[2], sizeof(float));
     m->gblock = calloc(COUNTS[0] + COUNTS[1] + COUNTS[2], sizeof(float));
     size_t off = 0;
     for (int i = 0; i < 3; i++) { m->param[i] = m->block + off; m->grad[i] = m->gblock + off; off += COUNTS[i]; }
-    for (int i = 3; i < NP; i++) { m->param[i] = calloc(COUNTS[i], sizeof(float)); m->grad[i] = calloc(COUNTS[i], sizeof(float)); }
+    for (int i = 3; i < NP; i++) { m->param[i] = calloc(COUNTS[i], sizeof(float)); m->grad[i] = m->gown[i] = calloc(COUNTS[i], sizeof(float)); }
     for (int i = 0; i < NP; i++)
         for (size_t k = 0; k < COUNTS[i]; k++) m->param[i][k] = fill + (float)k;
     m->bufv = calloc(4, sizeof(float));
@@ -41,20 +51,53 @@ static void model_init(model_t *m, float fill) {
 static void model_free(model_t *m) {
     free(m->block);
     free(m->gblock);
-    for (int i = 3; i < NP; i++) { free(m->param[i]); free(m->grad[i]); }
+    for (int i = 3; i < NP; i++) { free(m->param[i]); free(m->gown[i]); }
     free(m->bufv);
+}
+
+/* Register the parameters; in shared mode their gradients move into the
+ * reducer's memory first: p0 p1 p2 back to back as before, then p4 before
+ * p3, so the buckets holding p3 or p4 are not contiguous there and take the
+ * all_reduce path while the others are summed in shared memory. */
+static spmd_status add_params(spmd_ddp *d, model_t *m) {
+    spmd_status st;
+    if (shared_mode) {
+        size_t total = 0;
+        for (int i = 0; i < NP; i++) total += COUNTS[i];
+        float *mem = NULL;
+        if ((st = spmd_ddp_alloc_grads(d, total, &mem))) return st;
+        static const int place[NP] = {0, 1, 2, 4, 3};
+        size_t off = 0;
+        for (int k = 0; k < NP; k++) {
+            int i = place[k];
+            memcpy(mem + off, m->grad[i], COUNTS[i] * sizeof(float));
+            m->grad[i] = mem + off;
+            off += COUNTS[i];
+        }
+    }
+    char name[16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        if ((st = spmd_ddp_add_param(d, name, m->param[i], m->grad[i], COUNTS[i]))) return st;
+    }
+    return SPMD_OK;
+}
+
+/* Shared gradients are in use exactly when asked for and possible. */
+static int sharing_as_expected(spmd_ddp *d, int world) {
+    int want = shared_mode && world > 1 && cma_works && cma_off_rank < 0;
+    if (spmd_ddp_grads_shared(d) == want) return 1;
+    fprintf(stderr, "grads shared: %d, expected %d\n", spmd_ddp_grads_shared(d), want);
+    return 0;
 }
 
 static spmd_status make(spmd_group *g, model_t *m, const spmd_ddp_opts *o, spmd_ddp **out) {
     spmd_status st = spmd_ddp_create(g, o, out);
     if (st) return st;
-    char name[16];
-    for (int i = 0; i < NP; i++) {
-        snprintf(name, sizeof name, "p%d", i);
-        if ((st = spmd_ddp_add_param(*out, name, m->param[i], m->grad[i], COUNTS[i]))) return st;
-    }
+    if ((st = add_params(*out, m))) return st;
     if ((st = spmd_ddp_add_buffer(*out, "bn.running_mean", m->bufv, 4))) return st;
-    return spmd_ddp_finalize(*out);
+    if ((st = spmd_ddp_finalize(*out))) return st;
+    return sharing_as_expected(*out, spmd_group_size(g)) ? SPMD_OK : SPMD_ERR_MISMATCH;
 }
 
 /* Gradient value of rank r, step s, parameter i, element k: small integers,
@@ -96,8 +139,9 @@ static int basic(spmd_group *g, int rank, int world, int overlap) {
     model_init(&m, 10.0f * (float)rank);
     spmd_ddp *d = NULL;
     spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
-    o.first_bucket_bytes = 64;    /* several buckets even for this tiny model */
-    o.bucket_cap_bytes = 2048;
+    o.first_bucket_bytes = 64;    /* several buckets even for this tiny model: */
+    o.bucket_cap_bytes = 4096;    /* [p4] [p3 p2] [p1 p0]; shared, the middle one is not
+                                     contiguous and goes by all_reduce */
     o.overlap = overlap;
     RREQ(make(g, &m, &o, &d) == SPMD_OK);
     RREQ(spmd_ddp_num_buckets(d) >= 3);
@@ -225,12 +269,9 @@ static int join(spmd_group *g, int rank, int world) {
     o.bucket_cap_bytes = 2048;
     RREQ(spmd_ddp_create(g, &o, &d) == SPMD_OK);
     spmd_ddp_set_join_enabled(d, 1);
-    char name[16];
-    for (int i = 0; i < NP; i++) {
-        snprintf(name, sizeof name, "p%d", i);
-        RREQ(spmd_ddp_add_param(d, name, m.param[i], m.grad[i], COUNTS[i]) == SPMD_OK);
-    }
+    RREQ(add_params(d, &m) == SPMD_OK);
     RREQ(spmd_ddp_finalize(d) == SPMD_OK);
+    RREQ(sharing_as_expected(d, world));
     int steps = 3 + rank;
     for (int s = 0; s < steps; s++) {
         if (one_step(d, g, &m, rank, s, 1)) return 1;
@@ -251,6 +292,56 @@ static int join(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+/* A rank that dies while the others wait on its shared gradients: an error
+ * naming it, no hang.  (Without sharing, the all_reduce fails the same way.) */
+static int dead_peer(spmd_group *g, int rank, int world) {
+    (void)world;
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.broadcast_buffers = 0;
+    o.first_bucket_bytes = 64; /* buckets [p4] [p3] [p2] [p1 p0]: all shared */
+    o.bucket_cap_bytes = 2048;
+    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    if (rank == 1) _exit(0); /* gone without a goodbye, before its first step */
+    RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+    for (int i = NP - 1; i >= 0; i--) RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+    spmd_status st = spmd_ddp_finish(d);
+    RREQ(st != SPMD_OK);
+    RREQ(strstr(spmd_ddp_errmsg(d), "rank 1"));
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
+/* A rank that never reaches the step: the group's timeout fails the wait
+ * (and the group, so the late rank hears of it). */
+static int absent_peer(spmd_group *g, int rank, int world) {
+    (void)world;
+    model_t m;
+    model_init(&m, 0);
+    spmd_ddp *d = NULL;
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.broadcast_buffers = 0; /* prepare() must not be a collective here */
+    o.first_bucket_bytes = 64;
+    o.bucket_cap_bytes = 2048;
+    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    spmd_group_set_timeout(g, 1500);
+    if (rank == 1) {
+        RREQ(spmd_barrier(g) != SPMD_OK); /* rank 0 never comes */
+    } else {
+        RREQ(spmd_ddp_prepare(d) == SPMD_OK);
+        for (int i = NP - 1; i >= 0; i--) RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
+        spmd_status st = spmd_ddp_finish(d);
+        RREQ(st == SPMD_ERR_TIMEOUT || (!cma_works && st != SPMD_OK));
+        if (cma_works) RREQ(strstr(spmd_ddp_errmsg(d), "timed out") && strstr(spmd_ddp_errmsg(d), "rank 1"));
+    }
+    spmd_ddp_free(d);
+    model_free(&m);
+    return 0;
+}
+
 typedef int (*case_fn)(spmd_group *, int, int);
 static int which_case = 0;
 
@@ -258,6 +349,7 @@ static int body(int rank, int world, void *arg) {
     (void)arg;
     spmd_group *g = NULL;
     char err[512];
+    if (rank == cma_off_rank) setenv("SPMD_CMA", "0", 1);
     if (spmd_group_init(NULL, &g, err, sizeof err)) {
         fprintf(stderr, "init: %s\n", err);
         return 1;
@@ -277,6 +369,12 @@ static int body(int rank, int world, void *arg) {
     case 1:
         rc |= unused_error(g, rank, world);
         break;
+    case 2:
+        rc |= dead_peer(g, rank, world);
+        break;
+    case 3:
+        rc |= absent_peer(g, rank, world);
+        break;
     }
     spmd_group_destroy(g);
     return rc;
@@ -284,15 +382,29 @@ static int body(int rank, int world, void *arg) {
 
 int main(void) {
     setenv("SPMD_TIMEOUT", "30", 1);
-    for (int w = 1; w <= 4; w++) {
-        char report[512];
-        which_case = 0;
-        spmd_status st = spmd_spawn_timeout(w, body, NULL, 120000, report, sizeof report);
-        CHECK_MSG(st == SPMD_OK, "world %d: %s", w, report);
-    }
-    which_case = 1;
+    cma_works = probe_kernel();
+    if (!cma_works) fprintf(stderr, "note: this kernel forbids cross-memory reads; checking the fallback\n");
     char report[512];
-    spmd_status st = spmd_spawn_timeout(3, body, NULL, 60000, report, sizeof report);
-    CHECK_MSG(st == SPMD_OK, "unused-parameter error: %s", report);
+    spmd_status st;
+    for (shared_mode = 0; shared_mode <= 1; shared_mode++) {
+        for (int w = 1; w <= 4; w++) {
+            which_case = 0;
+            st = spmd_spawn_timeout(w, body, NULL, 120000, report, sizeof report);
+            CHECK_MSG(st == SPMD_OK, "world %d%s: %s", w, shared_mode ? ", shared" : "", report);
+        }
+        which_case = 1;
+        st = spmd_spawn_timeout(3, body, NULL, 60000, report, sizeof report);
+        CHECK_MSG(st == SPMD_OK, "unused-parameter error%s: %s", shared_mode ? ", shared" : "", report);
+    }
+    shared_mode = 1;
+    for (which_case = 2; which_case <= 3; which_case++) {
+        st = spmd_spawn_timeout(2, body, NULL, 60000, report, sizeof report);
+        CHECK_MSG(st == SPMD_OK, "%s: %s", which_case == 2 ? "dead peer" : "absent peer", report);
+    }
+    /* one rank refuses to share: nobody shares, results unchanged */
+    cma_off_rank = 1;
+    which_case = 0;
+    st = spmd_spawn_timeout(3, body, NULL, 120000, report, sizeof report);
+    CHECK_MSG(st == SPMD_OK, "SPMD_CMA=0 on rank 1: %s", report);
     TEST_MAIN_END();
 }

@@ -1,7 +1,8 @@
 /* DDP equivalence: W ranks with batch B each produce the same parameters as
  * one process with batch W*B, for the seed MLP and CNN without dropout, after
  * several SGD-with-momentum steps; the same with no_sync gradient
- * accumulation; fp16/bf16 compression within their precision.
+ * accumulation; fp16/bf16 compression within their precision; and with the
+ * model's gradients in the reducer's shared memory (spmd_ddp_alloc_grads).
  * Every rank also computes the single-process reference itself and compares. */
 #include <math.h>
 #include "harness.h"
@@ -15,6 +16,7 @@ typedef struct {
     int accumulate;                 /* no_sync over MICRO micro-batches */
     spmd_ddp_compression compress;
     double tol;                     /* relative, against the reference */
+    int shared;                     /* gradients in spmd_ddp_alloc_grads' memory */
 } case_t;
 
 /* Sample i of the synthetic data set: inputs in [-1, 1), label i % 10. */
@@ -73,6 +75,13 @@ static int run_case(spmd_group *g, int rank, int world, const case_t *c) {
     o.bucket_cap_bytes = 256 << 10;
     o.compression = c->compress;
     REQUIRE(spmd_ddp_create(g, &o, &d) == SPMD_OK);
+    if (c->shared) {
+        float *mem = NULL;
+        REQUIRE(spmd_ddp_alloc_grads(d, np, &mem) == SPMD_OK);
+        spmd_model_use_grad_memory(m, mem);
+        gr = spmd_model_grads(m, NULL);
+        REQUIRE(gr == mem);
+    }
     for (int i = 0; i < spmd_model_num_params(m); i++) {
         const spmd_tensor_info *ti = spmd_model_param(m, i);
         REQUIRE(spmd_ddp_add_param(d, ti->name, p + ti->offset, gr + ti->offset, ti->count) == SPMD_OK);
@@ -118,8 +127,9 @@ static int run_case(spmd_group *g, int rank, int world, const case_t *c) {
     }
     int rc = 0;
     if (worst > c->tol) {
-        fprintf(stderr, "rank %d: %s%s%s: parameter %zu differs by %.3g relative (%g vs %g)\n", rank, c->arch,
-                c->accumulate ? " no_sync" : "", c->compress ? " compressed" : "", at, worst, p[at], refp[at]);
+        fprintf(stderr, "rank %d: %s%s%s%s: parameter %zu differs by %.3g relative (%g vs %g)\n", rank, c->arch,
+                c->accumulate ? " no_sync" : "", c->compress ? " compressed" : "", c->shared ? " shared" : "", at,
+                worst, p[at], refp[at]);
         rc = 1;
     }
     free(x);
@@ -134,12 +144,15 @@ static int run_case(spmd_group *g, int rank, int world, const case_t *c) {
 }
 
 static const case_t CASES[] = {
-    {"mlp", 0, SPMD_DDP_COMPRESS_NONE, 1e-5},
-    {"cnn", 0, SPMD_DDP_COMPRESS_NONE, 1e-5},
-    {"mlp", 1, SPMD_DDP_COMPRESS_NONE, 1e-5},
-    {"cnn", 1, SPMD_DDP_COMPRESS_NONE, 1e-5},
-    {"mlp", 0, SPMD_DDP_COMPRESS_FP16, 5e-3},
-    {"mlp", 0, SPMD_DDP_COMPRESS_BF16, 2e-2},
+    {"mlp", 0, SPMD_DDP_COMPRESS_NONE, 1e-5, 0},
+    {"cnn", 0, SPMD_DDP_COMPRESS_NONE, 1e-5, 0},
+    {"mlp", 1, SPMD_DDP_COMPRESS_NONE, 1e-5, 0},
+    {"cnn", 1, SPMD_DDP_COMPRESS_NONE, 1e-5, 0},
+    {"mlp", 0, SPMD_DDP_COMPRESS_FP16, 5e-3, 0},
+    {"mlp", 0, SPMD_DDP_COMPRESS_BF16, 2e-2, 0},
+    {"mlp", 0, SPMD_DDP_COMPRESS_NONE, 1e-5, 1},
+    {"cnn", 0, SPMD_DDP_COMPRESS_NONE, 1e-5, 1},
+    {"cnn", 1, SPMD_DDP_COMPRESS_NONE, 1e-5, 1},
 };
 
 static int body(int rank, int world, void *arg) {

@@ -1,0 +1,235 @@
+/* shm.c — memory shared by the ranks of one host (see shm.h).
+ *
+ * Each rank's arena is a memfd: a control page, then the data.  To connect,
+ * ranks all_gather (pid, fd, size, layout); each opens every peer's memfd as
+ * /proc/<pid>/fd/<fd> — which the kernel allows exactly when it lets this
+ * process read the peer's memory, what cma.c checked for every pair — and
+ * maps it.  An all_reduce of the outcome then tells every rank whether all
+ * succeeded, and doubles as the barrier after which each rank closes its fd:
+ * the mappings keep the memory alive, nothing is left in the file system,
+ * and a rank that exits or frees its arena cannot pull memory from under a
+ * peer still writing to it.
+ *
+ * The control page holds the counters, one cache line each; only the owner
+ * writes its own.  Waiters spin briefly, then sleep on a (shared) futex in
+ * slices so they notice a broken group or the timeout.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "group_internal.h"
+#include "shm.h"
+
+#define CTRL_BYTES 4096
+#define SHM_MAGIC 0x73706d6473686d31ull /* "spmdshm1" */
+#define SPIN_LIMIT 4000                 /* polls before sleeping (a few microseconds) */
+#define SLICE_MS 20                     /* sleep slice: how soon a failure is noticed */
+
+typedef struct {
+    uint64_t magic;
+    uint32_t rank, pad;
+    /* counter k at counter[k][0]: one cache line each */
+    _Alignas(64) _Atomic uint32_t counter[SPMD__SHM_COUNTERS][16];
+} ctrl_page;
+
+_Static_assert(sizeof(ctrl_page) <= CTRL_BYTES, "control page too small");
+
+struct spmd__shm {
+    spmd_group *g;
+    size_t bytes, map_len;
+    int fd;
+    unsigned char *base;      /* own mapping: control page + data */
+    unsigned char **peer;     /* [world] every rank's mapping (peer[rank] == base) once connected */
+    int64_t *gather;          /* [world * NF] connect's all_gather (allocated up front) */
+};
+
+enum { F_OK_, F_PID, F_FD, F_BYTES, F_LAYOUT, NF };
+
+static ctrl_page *ctrl_of(unsigned char *base) { return (ctrl_page *)(void *)base; }
+
+spmd__shm *spmd__shm_alloc(spmd_group *g, size_t bytes) {
+    if (!g) return NULL;
+    spmd__shm *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->g = g;
+    s->bytes = bytes;
+    s->map_len = CTRL_BYTES + ((bytes + 4095) & ~(size_t)4095);
+    s->peer = calloc((size_t)g->world, sizeof *s->peer);
+    s->gather = malloc(sizeof(int64_t) * NF * (size_t)g->world);
+    s->fd = -1;
+    if (!s->peer || !s->gather) goto fail;
+    s->fd = memfd_create("spmd-shared", MFD_CLOEXEC);
+    if (s->fd < 0 || ftruncate(s->fd, (off_t)s->map_len) != 0) goto fail;
+    void *p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (p == MAP_FAILED) goto fail;
+    s->base = p;
+    ctrl_page *c = ctrl_of(s->base);   /* a new memfd reads as zeros */
+    c->magic = SHM_MAGIC;
+    c->rank = (uint32_t)g->rank;
+    return s;
+fail:
+    if (s->fd >= 0) close(s->fd);
+    free(s->peer);
+    free(s->gather);
+    free(s);
+    return NULL;
+}
+
+void *spmd__shm_data(spmd__shm *s) { return s ? s->base + CTRL_BYTES : NULL; }
+
+void *spmd__shm_peer(spmd__shm *s, int r) {
+    if (!s || r < 0 || r >= s->g->world) return NULL;
+    if (r == s->g->rank) return spmd__shm_data(s);
+    return s->peer[r] ? s->peer[r] + CTRL_BYTES : NULL;
+}
+
+static void unmap_peers(spmd__shm *s) {
+    for (int r = 0; r < s->g->world; r++) {
+        if (s->peer[r] && s->peer[r] != s->base) munmap(s->peer[r], s->map_len);
+        s->peer[r] = NULL;
+    }
+}
+
+void spmd__shm_free(spmd__shm *s) {
+    if (!s) return;
+    unmap_peers(s);
+    if (s->fd >= 0) close(s->fd);
+    munmap(s->base, s->map_len);
+    free(s->peer);
+    free(s->gather);
+    free(s);
+}
+
+/* Can this rank share with every peer?  cma.c's per-pair verdicts. */
+static int eligible(spmd_group *g) {
+    if (!g->cma) return 0;
+    for (int r = 0; r < g->world; r++)
+        if (r != g->rank && !g->cma[r].ok) return 0;
+    return 1;
+}
+
+/* Map rank r's arena from its (pid, fd); 1 on success. */
+static int map_peer(spmd__shm *s, int r, int pid, int fd) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+    int pfd = open(path, O_RDWR | O_CLOEXEC);
+    if (pfd < 0) return 0;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(pfd, &st) == 0 && (size_t)st.st_size == s->map_len)
+        p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    close(pfd);
+    if (p == MAP_FAILED) return 0;
+    const ctrl_page *c = ctrl_of(p);
+    if (c->magic != SHM_MAGIC || c->rank != (uint32_t)r) { /* not the arena we were told of */
+        munmap(p, s->map_len);
+        return 0;
+    }
+    s->peer[r] = p;
+    return 1;
+}
+
+spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *err, size_t errlen) {
+    if (!s || !shared) return SPMD_ERR_INVALID;
+    spmd_group *g = s->g;
+    *shared = 0;
+    if (g->world == 1) return SPMD_OK;
+    if (s->fd < 0) return SPMD_ERR_INVALID; /* connected already */
+    int64_t mine[NF] = {layout != 0 && eligible(g), getpid(), s->fd, (int64_t)s->map_len, (int64_t)layout};
+    int64_t *all = s->gather;
+    spmd_status st = spmd_all_gather(g, mine, all, NF, SPMD_I64);
+    if (st) {
+        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
+        return st;
+    }
+    int32_t ok = 1;
+    for (int r = 0; r < g->world; r++) {
+        const int64_t *a = all + (size_t)r * NF;
+        if (!a[F_OK_] || a[F_BYTES] != all[F_BYTES] || a[F_LAYOUT] != all[F_LAYOUT]) ok = 0;
+    }
+    s->peer[g->rank] = s->base;
+    for (int r = 0; r < g->world && ok; r++) {
+        const int64_t *a = all + (size_t)r * NF;
+        if (r != g->rank) ok = map_peer(s, r, (int)a[F_PID], (int)a[F_FD]);
+    }
+    int32_t every = 0;
+    st = spmd_all_reduce(g, &ok, &every, 1, SPMD_I32, SPMD_MIN);
+    /* every rank has opened what it could: the fds can go */
+    close(s->fd);
+    s->fd = -1;
+    if (st) {
+        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
+        unmap_peers(s);
+        return st;
+    }
+    if (!every) unmap_peers(s);
+    *shared = every != 0;
+    return SPMD_OK;
+}
+
+static _Atomic uint32_t *counter(unsigned char *base, int k) { return &ctrl_of(base)->counter[k][0]; }
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+    /* shared futex (no FUTEX_PRIVATE_FLAG): waiters sit in other processes */
+    return syscall(SYS_futex, (uint32_t *)(void *)addr, op, val, ts, NULL, 0);
+}
+
+static int reached(uint32_t have, uint32_t want) { return (int32_t)(have - want) >= 0; }
+
+void spmd__shm_post(spmd__shm *s, int k, uint32_t v) {
+    _Atomic uint32_t *c = counter(s->base, k);
+    atomic_store_explicit(c, v, memory_order_release);
+    futex(c, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+int spmd__shm_all_reached(spmd__shm *s, int k, uint32_t v) {
+    for (int r = 0; r < s->g->world; r++)
+        if (!reached(atomic_load_explicit(counter(s->peer[r], k), memory_order_acquire), v)) return 0;
+    return 1;
+}
+
+spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what, char *err, size_t errlen) {
+    spmd_group *g = s->g;
+    int64_t deadline = spmd__group_deadline(g);
+    for (int r = 0; r < g->world; r++) {
+        _Atomic uint32_t *c = counter(s->peer[r], k);
+        for (int spins = 0;; spins++) {
+            uint32_t have = atomic_load_explicit(c, memory_order_acquire);
+            if (reached(have, v)) break;
+            if (spins < SPIN_LIMIT) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            char msg[SPMD__ERRLEN];
+            spmd_status st = spmd__group_check(g, msg, sizeof msg);
+            if (st) {
+                snprintf(err, errlen, "rank %d: waiting for rank %d's %s: %s", g->rank, r, what, msg);
+                return st;
+            }
+            int left = spmd__remaining_ms(deadline);
+            if (left == 0) {
+                snprintf(err, errlen, "rank %d: timed out after %d ms waiting for rank %d's %s", g->rank,
+                         g->timeout_ms, r, what);
+                spmd__group_fail(g, SPMD_ERR_TIMEOUT, 1, "%s", err);
+                return SPMD_ERR_TIMEOUT;
+            }
+            int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;
+            struct timespec ts = {0, (long)ms * 1000000L};
+            futex(c, FUTEX_WAIT, have, &ts);
+        }
+    }
+    return SPMD_OK;
+}

@@ -1,0 +1,51 @@
+/* src/group/shm.h — memory the ranks of one host share: every rank's arena
+ * mapped into every rank, with sequence counters to wait on.  The DDP reducer
+ * keeps gradients in it and sums them in place, with no sockets and no copies
+ * beyond the sum itself.
+ *
+ *   spmd__shm_alloc(g, bytes)      each rank, alone: a zero-filled arena (memfd)
+ *   spmd__shm_connect(s, layout)   collective: map every rank's arena, or agree
+ *                                  on every rank that this group cannot share
+ *   spmd__shm_peer(s, r)           rank r's data, in this process
+ *   spmd__shm_post / _wait_all     counter k of this rank := v;
+ *                                  wait until every rank's counter k reached v
+ *
+ * Sharing needs every rank of the group under one kernel and allowed to read
+ * every other's memory, which cma.c has settled per pair (SPMD_CMA=0 turns
+ * both off).  Counters are 32-bit sequence numbers compared modulo 2^32. */
+#ifndef SPMD_GROUP_SHM_H
+#define SPMD_GROUP_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/group.h"
+
+typedef struct spmd__shm spmd__shm;
+
+enum { SPMD__SHM_COUNTERS = 2 };
+
+/* NULL when out of memory (or memfd is unavailable). */
+spmd__shm *spmd__shm_alloc(spmd_group *g, size_t bytes);
+void spmd__shm_free(spmd__shm *s);
+/* This rank's data (bytes long, 64-byte aligned). */
+void *spmd__shm_data(spmd__shm *s);
+
+/* Collective over the group.  layout: a value every rank must agree on for
+ * sharing to make sense (the caller's description of what it keeps there;
+ * 0: this rank cannot share).
+ * *shared = 1 when every rank mapped every other rank's arena, 0 (on every
+ * rank) when any could not; an error status only for a broken group. */
+spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *err, size_t errlen);
+/* Rank r's data as mapped here (r = own rank: spmd__shm_data). */
+void *spmd__shm_peer(spmd__shm *s, int r);
+
+/* Publish value v in this rank's counter k (release), waking waiters. */
+void spmd__shm_post(spmd__shm *s, int k, uint32_t v);
+/* 1 when every rank's counter k has reached v (acquire). */
+int spmd__shm_all_reached(spmd__shm *s, int k, uint32_t v);
+/* Wait until every rank's counter k has reached v.  Fails, naming the rank
+ * waited for, when the group fails (a dead peer, an abort) or its timeout
+ * passes (which then fails the group on every rank). */
+spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what, char *err, size_t errlen);
+
+#endif
