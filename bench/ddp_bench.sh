@@ -10,7 +10,10 @@
 #   spmd  1 process           spmd-train (the single-process baseline)
 #   spmd  DDP                 spmdrun -n 2 spmd-train   (the reducer, overlapped,
 #                             1 MiB buckets: fc1's gradient is reduced while the
-#                             convolutions' backward runs)
+#                             convolutions' backward runs; the ranks share one
+#                             host, so buckets are summed in shared memory)
+#   spmd  DDP --no-shared-grads   the same buckets through the group's all_reduce
+#                             (TCP, and cross-memory attach where it waits)
 #   spmd  DDP --no-overlap    every bucket reduced after backward
 #   spmd  DDP --bucket-cap-mb 25   torch's default cap (the CNN's 2.4 MB of
 #                             gradients then sit in one bucket that can only
@@ -63,6 +66,7 @@ COMMON="--model cnn --batch-size 16 --steps $STEPS --no-eval --quiet --threads 1
 CONFIGS="spmd1|$TRAIN $COMMON
 ddp|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON
 ddp_noov|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-overlap
+ddp_allred|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-shared-grads
 ddp_cap25|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --bucket-cap-mb 25
 average|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --sync average
 torch1|$PY $HERE/train_torch.py --model cnn --batch-size 16 --steps $((STEPS + 10))
@@ -92,6 +96,7 @@ echo "$CONFIGS" | while IFS='|' read -r name cmd; do
         spmd1) label="spmd-train, 1 process" ;;
         ddp) label="spmd-train DDP, world 2" ;;
         ddp_noov) label="  --no-overlap" ;;
+        ddp_allred) label="  --no-shared-grads" ;;
         ddp_cap25) label="  --bucket-cap-mb 25" ;;
         average) label="  --sync average" ;;
         torch1) label="torch, 1 process" ;;
@@ -105,6 +110,7 @@ echo "spmd DDP / torch DDP:              $(ratio "$S2" "$T2")"
 echo "scaling efficiency, spmd:          $(ratio "$S2" "$((2 * S1))")   (world-2 / (2 x one process))"
 echo "scaling efficiency, torch:         $(ratio "$T2" "$((2 * T1))")"
 echo "overlap / --no-overlap:            $(ratio "$S2" "$SN")"
+echo "shared gradients / all_reduce:     $(ratio "$S2" "$(median ddp_allred)")"
 echo
 echo "per-step breakdown of each configuration's median run (rank 0):"
 echo "$CONFIGS" | while IFS='|' read -r name cmd; do

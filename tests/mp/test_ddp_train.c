@@ -2,7 +2,9 @@
  * world 2 under spmdrun (needs Fashion-MNIST; exits 77, "skipped", without it).
  *
  *   paths        the DDP reducer (overlapped, --no-overlap, --bucket-cap-mb
- *                0.1) and --sync average give bit-identical checkpoints after
+ *                0.1; gradients summed in shared memory, the default here,
+ *                and --no-shared-grads through the all_reduce) and --sync
+ *                average give bit-identical checkpoints after
  *                a few CNN steps (at world 2 every path sums the same two
  *                numbers per element and divides by 2), and every run passes
  *                --check-sync (identical replicas on both ranks)
@@ -140,6 +142,7 @@ static void test_paths(void) {
     CHECK_MSG(cnn_run("average", "--sync", "average") == 0, "--sync average run failed");
     CHECK_MSG(cnn_run("nooverlap", "--no-overlap", NULL) == 0, "--no-overlap run failed");
     CHECK_MSG(cnn_run("smallbuckets", "--bucket-cap-mb", "0.1") == 0, "--bucket-cap-mb 0.1 run failed");
+    CHECK_MSG(cnn_run("private", "--no-shared-grads", NULL) == 0, "--no-shared-grads run failed");
     /* the default linear scaling at world 2 is lr 0.01 x 2 */
     CHECK_MSG(cnn_run4("unscaled", "--lr-scaling", "none", "--lr", "0.02") == 0, "--lr-scaling none run failed");
     CHECK_MSG(cnn_run("halved", "--lr-scaling", "none") == 0, "--lr-scaling none run failed");
@@ -149,8 +152,8 @@ static void test_paths(void) {
     double dh = max_diff(b, a);
     printf("lr 0.01 unscaled vs ddp: max relative difference %g\n", dh);
     CHECK_MSG(dh > 1e-4, "--lr-scaling none should change the run, got %g", dh);
-    const char *others[] = {"average", "nooverlap", "smallbuckets", "unscaled"};
-    for (int i = 0; i < 4; i++) {
+    const char *others[] = {"average", "nooverlap", "smallbuckets", "private", "unscaled"};
+    for (int i = 0; i < 5; i++) {
         ckpt_file(b, sizeof b, others[i]);
         double d = max_diff(b, a);
         printf("%-12s vs ddp: max relative difference %g\n", others[i], d);
