@@ -108,6 +108,13 @@ echo
 S1=$(median spmd1); S2=$(median ddp); SN=$(median ddp_noov); T1=$(median torch1); T2=$(median torchddp)
 echo "spmd DDP / torch DDP:              $(ratio "$S2" "$T2")"
 echo "scaling efficiency, spmd:          $(ratio "$S2" "$((2 * S1))")   (world-2 / (2 x one process))"
+# The same ratio within each round (the one-process run and the world-2 run
+# just after it), whose median is less exposed to the machine's drift.
+sort -k2 "$OUT/spmd1.runs" > "$OUT/spmd1.byround"
+sort -k2 "$OUT/ddp.runs" > "$OUT/ddp.byround"
+paired=$(join -1 2 -2 2 "$OUT/spmd1.byround" "$OUT/ddp.byround" | awk '{printf "%.2f\n", $3 / (2 * $2)}' | sort -n)
+echo "  per round (paired):              $(echo "$paired" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+     "  (rounds: $(echo "$paired" | paste -sd' '))"
 echo "scaling efficiency, torch:         $(ratio "$T2" "$((2 * T1))")"
 echo "overlap / --no-overlap:            $(ratio "$S2" "$SN")"
 echo "shared gradients / all_reduce:     $(ratio "$S2" "$(median ddp_allred)")"
