@@ -85,6 +85,10 @@ void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int 
  * col: scratch of spmd_conv2d_col_size(d, B) floats. */
 void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
                          float *col, const spmd_conv2d_dims *d, int B);
+/* The same followed by ReLU (out = max(conv, 0), as spmd_relu_forward), applied
+ * as each output is stored instead of in a second pass over the output. */
+void spmd_conv2d_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                              float *col, const spmd_conv2d_dims *d, int B);
 /* dw +=, db += (NULL: no bias), dinp (C, B, H, W) (NULL: skip).  col and dcol
  * are scratch of spmd_conv2d_col_size(d, B) floats each (dcol may be NULL
  * when dinp is NULL). */

@@ -237,9 +237,9 @@ void spmd_col2im(float *dinp, const float *dcol, const spmd_conv2d_dims *d, int 
     col2im_range(dinp, dcol, d, B, 0, B * d->oh);
 }
 
-void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
-                         float *col, const spmd_conv2d_dims *d, int B) {
-    if (spmd__conv_direct_forward(out, inp, w, b, col, d, B)) return;
+static void conv_forward(float *out, const float *inp, const float *w, const float *b, float *col,
+                         const spmd_conv2d_dims *d, int B, int relu) {
+    if (spmd__conv_direct_forward(out, inp, w, b, col, d, B, relu)) return;
     const int K = d->c * d->kh * d->kw, OW = d->ow, R = B * d->oh, N = R * OW;
     const int cr = chunk_rows(d, B);
     for (int r0 = 0; r0 < R; r0 += cr) {
@@ -255,6 +255,17 @@ void spmd_conv2d_forward(float *out, const float *inp, const float *w, const flo
             for (int i = 0; i < N; i++) row[i] += bo;
         }
     }
+    if (relu) spmd_relu_forward(out, out, (size_t)d->oc * N);
+}
+
+void spmd_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                         float *col, const spmd_conv2d_dims *d, int B) {
+    conv_forward(out, inp, w, b, col, d, B, 0);
+}
+
+void spmd_conv2d_relu_forward(float *out, const float *inp, const float *w, const float *b,
+                              float *col, const spmd_conv2d_dims *d, int B) {
+    conv_forward(out, inp, w, b, col, d, B, 1);
 }
 
 void spmd_conv2d_backward(float *dinp, float *dw, float *db, const float *dout,

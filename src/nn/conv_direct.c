@@ -206,7 +206,7 @@ static void run_dout_t(int isa, float *dt, const float *src, size_t plane, int c
 }
 
 int spmd__conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
-                              float *col, const spmd_conv2d_dims *d, int B) {
+                              float *col, const spmd_conv2d_dims *d, int B, int relu) {
     const int isa = pick(d);
     if (isa == SPMD__CONV_ISA_NONE) return 0;
     const int C = d->c, H = d->h, W = d->w, P = d->pad;
@@ -220,7 +220,7 @@ int spmd__conv_direct_forward(float *out, const float *inp, const float *w, cons
         .xcs = P ? (size_t)(H + 2 * P) * (W + 2 * P) : (size_t)B * H * W,
         .cin = C, .wp = W + 2 * P, .hout = d->oh, .wout = d->ow,
         .wt = wt, .opad = opad, .cout = d->oc,
-        .ycs = (size_t)B * d->oh * d->ow, .bias = b, .acc = 0,
+        .ycs = (size_t)B * d->oh * d->ow, .bias = b, .acc = 0, .relu = relu,
     };
     for (int i = 0; i < B; i++) {
         if (P) {

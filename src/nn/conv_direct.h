@@ -50,6 +50,7 @@ typedef struct {
     size_t ycs;
     const float *bias;   /* cout, or NULL */
     int acc;             /* 1: y += conv, 0: y = conv */
+    int relu;            /* with acc 0: y = max(conv, 0) */
 } spmd__dconv_args;
 
 /* One block of rows output rows of one image:
@@ -97,7 +98,7 @@ size_t spmd__conv_direct_col_size(const spmd_conv2d_dims *d, int B);
 /* Each returns 1 when it did the work, 0 when the shape, the CPU or the BLAS
  * thread count is not for the fast path (the caller takes the im2col path). */
 int spmd__conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
-                              float *col, const spmd_conv2d_dims *d, int B);
+                              float *col, const spmd_conv2d_dims *d, int B, int relu);
 int spmd__conv_direct_backward(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, float *col, float *dcol,
                                const spmd_conv2d_dims *d, int B, int acc);

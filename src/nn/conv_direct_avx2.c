@@ -19,6 +19,8 @@
 #define VBCAST(p) _mm256_broadcast_ss(p)
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VADD(a, b) _mm256_add_ps((a), (b))
+/* maxps returns its second operand for a NaN or two zeros: v > 0 ? v : 0 exactly */
+#define VRELU(v) _mm256_max_ps((v), _mm256_setzero_ps())
 #define MASK __m256i
 #define MASK_LANES(lo, hi) mask_lanes((lo), (hi))
 #define VLOADM(p, m) _mm256_maskload_ps((p), (m))

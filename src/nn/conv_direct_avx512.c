@@ -18,6 +18,8 @@
 #define VBCAST(p) _mm512_set1_ps(*(p))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VADD(a, b) _mm512_add_ps((a), (b))
+/* maxps returns its second operand for a NaN or two zeros: v > 0 ? v : 0 exactly */
+#define VRELU(v) _mm512_max_ps((v), _mm512_setzero_ps())
 #define MASK __mmask16
 #define MASK_LANES(lo, hi) ((__mmask16)(((1u << (hi)) - 1u) & ~((1u << (lo)) - 1u)))
 #define VLOADM(p, m) _mm512_maskz_loadu_ps((m), (p))

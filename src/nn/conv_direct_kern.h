@@ -96,6 +96,7 @@ KT static inline __attribute__((always_inline)) void NAME(fwd_tile)(const spmd__
 #pragma GCC unroll 3
         for (int v = 0; v < V; v++) {
             VEC val = a->bias ? VADD(acc[j][v], bias) : acc[j][v];
+            if (a->relu) val = VRELU(val);
             for (int i = 0; i < sg->n[v]; i++) {
                 float *dp = (float *)(yo + (uintptr_t)(sg->s[v][i].dst * (ptrdiff_t)sizeof(float)));
                 if (sg->s[v][i].full) {

@@ -262,6 +262,27 @@ static size_t fan_in(const spmd_tensor_info *t) {
     return f;
 }
 
+/* A convolution whose output only a ReLU reads computes the ReLU itself, and
+ * the ReLU's output is the convolution's memory: one pass over the largest
+ * activations instead of three (write, read, write), which matters most when
+ * several processes share the caches.  Backward is unchanged: the ReLU's mask
+ * comes from its output, and the convolution never reads its own output. */
+static void fuse_conv_relu(spmd_model *m) {
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *r = &m->nodes[i];
+        if (r->op != SPMD__OP_RELU) continue;
+        int producer = -1, readers = 0;
+        for (int j = 0; j < m->nnodes; j++) {
+            const spmd__node *n = &m->nodes[j];
+            if (n->out == r->in) producer = j;
+            readers += (n->in == r->in) + (n->in2 == r->in);
+        }
+        if (producer < 0 || readers != 1 || m->nodes[producer].op != SPMD__OP_CONV) continue;
+        m->nodes[producer].relu_fused = 1;
+        r->relu_fused = 1;
+    }
+}
+
 spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen) {
     if (m->err == SPMD_OK && m->nnodes == 0) fail(m, SPMD_ERR_INVALID, "model has no layers");
     if (m->err == SPMD_OK && !m->acts[m->nacts - 1].flat)
@@ -317,6 +338,7 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
         }
     }
     free(written);
+    fuse_conv_relu(m);
     return SPMD_OK;
 }
 
@@ -359,6 +381,9 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         m->acts[i].grad = pg; pg += m->acts[i].size * (size_t)B;
     }
     if (in0) m->acts[0].data = pa;
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].op == SPMD__OP_RELU && m->nodes[i].relu_fused)
+            m->acts[m->nodes[i].out].data = m->acts[m->nodes[i].in].data;
     m->col_scratch = pc; pc += scratch;
     m->dcol_scratch = pc; pc += dcol;
     for (int i = 0; i < m->nnodes; i++) {
@@ -406,8 +431,8 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
                                 B, (int)in->size, out->c);
             break;
         case SPMD__OP_CONV:
-            spmd_conv2d_forward(out->data, in->data, P(m, n->p0), n->np > 1 ? P(m, n->p0 + 1) : NULL,
-                                n->col, &n->conv, B);
+            (n->relu_fused ? spmd_conv2d_relu_forward : spmd_conv2d_forward)(
+                out->data, in->data, P(m, n->p0), n->np > 1 ? P(m, n->p0 + 1) : NULL, n->col, &n->conv, B);
             break;
         case SPMD__OP_BN:
             if (sync) {
@@ -426,7 +451,9 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
                                    m->buf_mem + m->bufs[n->b0 + 1].offset, out->c, B,
                                    out->h * out->w, m->training);
             break;
-        case SPMD__OP_RELU: spmd_relu_forward(out->data, in->data, osz); break;
+        case SPMD__OP_RELU:
+            if (!n->relu_fused) spmd_relu_forward(out->data, in->data, osz);
+            break;
         case SPMD__OP_MAXPOOL:
             spmd_maxpool_forward(out->data, n->idx, in->data, in->c * B, in->h, in->w, n->k);
             break;

@@ -42,6 +42,8 @@ typedef struct {
     int op;
     int in, in2, out;     /* activation ids (in2: ADD only) */
     int acc_in, acc_in2;  /* backward adds into d(in) rather than writing it */
+    int relu_fused;       /* conv: its ReLU is applied as it stores (spmd_conv2d_relu_forward);
+                             ReLU: that conv's output is already this node's, which shares its memory */
     int p0, np;           /* parameter table entries p0 .. p0+np-1 */
     int b0;               /* BatchNorm: buffer entries b0 (mean), b0+1 (var) */
     spmd_conv2d_dims conv;

@@ -9,7 +9,9 @@
  * weight gradient and bias gradient are compared with a direct double-
  * precision evaluation of the definition on random data.  An element's
  * error is measured against the sum of the magnitudes of its terms, the
- * scale float rounding works on.  Every buffer is allocated to its exact
+ * scale float rounding works on.  The forward with its ReLU fused
+ * (spmd_conv2d_relu_forward) must equal the forward then spmd_relu_forward
+ * bit for bit on every path.  Every buffer is allocated to its exact
  * size, so the sanitizer builds catch a kernel touching anything past it;
  * outputs start as NaN so a position nobody writes shows. */
 #include <math.h>
@@ -129,10 +131,17 @@ static void check_path(const char *path, const shape *t, const spmd_conv2d_dims 
     memcpy(db0, db, sizeof(float) * (size_t)O);
     memcpy(din2, din0, sizeof(float) * ni);
 
-    int took = spmd__conv_direct_forward(out, x, w, b, col, d, B);
+    int took = spmd__conv_direct_forward(out, x, w, b, col, d, B, 0);
     CHECK_MSG(took == direct, "%s, %s: direct forward %s", path, t->what,
               took ? "taken" : "not taken");
     if (!took) spmd_conv2d_forward(out, x, w, b, col, d, B);
+    /* fused ReLU (dispatched like the forward above): bit-identical to a separate ReLU */
+    float *fused = nan_buf(no), *relu = malloc(sizeof(float) * no);
+    spmd_relu_forward(relu, out, no);
+    spmd_conv2d_relu_forward(fused, x, w, b, col, d, B);
+    CHECK_MSG(memcmp(fused, relu, sizeof(float) * no) == 0, "%s, %s: fused ReLU differs", path, t->what);
+    free(fused);
+    free(relu);
     /* acc = 0 writes dinp; acc = 1 adds into it (din2 starts as din0) */
     spmd_conv2d_backward(din, dw, b ? db : NULL, dout, x, w, col, dcol, d, B, 0);
     spmd_conv2d_backward(din2, dw2, NULL, dout, x, w, col, dcol, d, B, 1);
@@ -227,7 +236,7 @@ int main(void) {
         size_t no = (size_t)t.O * d.oh * d.ow;
         float *x = rand_buf((size_t)t.C * t.H * t.W), *w = rand_buf((size_t)t.O * t.C * 9);
         float *out = malloc(sizeof(float) * no), *col = malloc(sizeof(float) * spmd_conv2d_col_size(&d, 1));
-        CHECK(spmd__conv_direct_forward(out, x, w, NULL, col, &d, 1) == 0);
+        CHECK(spmd__conv_direct_forward(out, x, w, NULL, col, &d, 1, 0) == 0);
         free(x); free(w); free(out); free(col);
     }
     spmd_nn_set_threads(1);
