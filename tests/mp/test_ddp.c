@@ -6,7 +6,8 @@
  * (spmd_ddp_alloc_grads: buckets summed in shared memory where the host allows,
  * mixed with all_reduce for buckets that are not contiguous there).  Then
  * shared memory's failures: a dead peer and a peer that never arrives give
- * errors, not hangs, and one rank with SPMD_CMA=0 turns sharing off for all. */
+ * errors, not hangs; reducers on two disjoint subgroups share within each;
+ * and one rank with SPMD_CMA=0 turns sharing off for all. */
 #include "cma_probe.h"
 #include <math.h>
 #include "harness.h"
@@ -102,7 +103,8 @@ static spmd_status make(spmd_group *g, model_t *m, const spmd_ddp_opts *o, spmd_
 
 /* Gradient value of rank r, step s, parameter i, element k: small integers,
  * so sums are exact and the mean is exact after the division by world. */
-static float gval(int r, int s, int i, size_t k) { return (float)((r + 1) * (s + 2) + i + (int)(k % 5)); }
+static int salt; /* differs between groups that must not mix */
+static float gval(int r, int s, int i, size_t k) { return (float)((r + 1) * (s + 2) + i + (int)(k % 5) + salt); }
 
 static float mean_of(int world, int s, int i, size_t k) {
     float sum = 0;
@@ -342,6 +344,23 @@ static int absent_peer(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+/* Two reducers at once on disjoint subgroups (even and odd ranks): shared
+ * memory works in subgroup ranks and the pairs do not see each other. */
+static int subgroups(spmd_group *g, int rank, int world) {
+    spmd_ddp *d = NULL;
+    int even[2] = {0, 2}, odd[2] = {1, 3};
+    spmd_group *se = NULL, *so = NULL;
+    RREQ(world == 4);
+    RREQ(spmd_group_new_subgroup(g, even, 2, &se) == SPMD_OK);
+    RREQ(spmd_group_new_subgroup(g, odd, 2, &so) == SPMD_OK);
+    spmd_group *sub = rank % 2 ? so : se;
+    salt = 1000 * (rank % 2);
+    RREQ(sub && !(rank % 2 ? se : so));
+    int rc = basic(sub, spmd_group_rank(sub), 2, 1);
+    spmd_group_destroy(sub);
+    return rc;
+}
+
 typedef int (*case_fn)(spmd_group *, int, int);
 static int which_case = 0;
 
@@ -375,6 +394,9 @@ static int body(int rank, int world, void *arg) {
     case 3:
         rc |= absent_peer(g, rank, world);
         break;
+    case 4:
+        rc |= subgroups(g, rank, world);
+        break;
     }
     spmd_group_destroy(g);
     return rc;
@@ -401,6 +423,9 @@ int main(void) {
         st = spmd_spawn_timeout(2, body, NULL, 60000, report, sizeof report);
         CHECK_MSG(st == SPMD_OK, "%s: %s", which_case == 2 ? "dead peer" : "absent peer", report);
     }
+    which_case = 4;
+    st = spmd_spawn_timeout(4, body, NULL, 60000, report, sizeof report);
+    CHECK_MSG(st == SPMD_OK, "subgroups: %s", report);
     /* one rank refuses to share: nobody shares, results unchanged */
     cma_off_rank = 1;
     which_case = 0;
