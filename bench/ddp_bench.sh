@@ -34,7 +34,9 @@
 # ranks' computation and communication share two cores, so overlap has no idle
 # time to fill; over a slower link the all_reduce waits on the wire, and
 # overlap hides that wait behind backward.  SPMD_CMA=0 there: the namespaces
-# share one kernel, and cross-memory attach would bypass the shaped link.
+# share one kernel, and cross-memory attach would bypass the shaped link;
+# SPMD_SHM=0 for clarity (abstract sockets do not cross network namespaces,
+# so the ranks could not share gradients anyway).
 #
 # One BLAS thread per process on both sides; OPENBLAS_CORETYPE is
 # left as the environment sets it (it forces OpenBLAS's kernels for both).
@@ -158,11 +160,11 @@ r=1
 while [ "$r" -le "$REPS" ]; do
     echo "$NCONFIGS" | while IFS='|' read -r name extra; do
         # shellcheck disable=SC2086
-        SPMD_CMA=0 ip netns exec "$NSA" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 10.233.0.1 \
+        SPMD_CMA=0 SPMD_SHM=0 ip netns exec "$NSA" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 10.233.0.1 \
             --rdzv-id ddpbench "$TRAIN" $COMMON $extra > "$OUT/$name.$r.log" 2>&1 &
         pid=$!
         # shellcheck disable=SC2086
-        SPMD_CMA=0 ip netns exec "$NSB" "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 10.233.0.1 \
+        SPMD_CMA=0 SPMD_SHM=0 ip netns exec "$NSB" "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 10.233.0.1 \
             --rdzv-id ddpbench "$TRAIN" $COMMON $extra > "$OUT/$name.$r.n1.log" 2>&1 ||
             { echo "ddp_bench.sh: $name (node 1) failed:" >&2; cat "$OUT/$name.$r.n1.log" >&2; exit 1; }
         wait $pid || { echo "ddp_bench.sh: $name (node 0) failed:" >&2; cat "$OUT/$name.$r.log" >&2; exit 1; }

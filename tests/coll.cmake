@@ -50,6 +50,7 @@ spmd_test(test_coll_big SOURCES mp/test_coll_big.c LABELS mp TIMEOUT 200)
 # Cross-memory attach between same-kernel ranks, and the TCP path it
 # replaces: the large-buffer tests again with SPMD_CMA=0.
 spmd_test(test_cma SOURCES mp/test_cma.c LABELS mp TIMEOUT 120)
+spmd_test(test_fdpass SOURCES unit/test_fdpass.c LABELS unit TIMEOUT 60)
 add_test(NAME test_coll_big_tcp COMMAND test_coll_big 2 3)
 set_tests_properties(test_coll_big_tcp PROPERTIES TIMEOUT 200 LABELS mp ENVIRONMENT "SPMD_CMA=0")
 add_test(NAME test_coll_allreduce_tcp COMMAND test_coll_allreduce 2)

@@ -75,8 +75,8 @@ const char *spmd_ddp_errmsg(const spmd_ddp *d);
  * spmd_ddp_free) that the reducer can sum in place across ranks — torch's
  * gradient_as_bucket_view, the other way round.  Call once, before finalize,
  * and register gradients inside it at the same offsets on every rank.  When
- * every rank does and all share one host that lets them map each other's
- * memory (the same conditions as SPMD_CMA), buckets are reduced straight in
+ * every rank does and all run on one host (one kernel, network and pid
+ * namespace; SPMD_SHM=0 turns it off), buckets are reduced straight in
  * shared memory, with no sockets and no threads; otherwise through the
  * group's all_reduce as usual.  Hooks and compression use the all_reduce. */
 spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads);

@@ -37,7 +37,7 @@
 
 #define PROBE_MAGIC 0x434d4131u   /* "CMA1" */
 #define VERDICT_MAGIC 0x434d4156u /* "CMAV" */
-#define BOOT_ID_LEN 40
+#define BOOT_ID_LEN SPMD__BOOT_ID_LEN
 #define PROBE_LEN (40 + BOOT_ID_LEN)
 
 typedef struct {
@@ -47,7 +47,7 @@ typedef struct {
 } probe;
 
 /* Which kernel and pid namespace we run under; 0 when unknown. */
-static int identity(char boot_id[BOOT_ID_LEN], uint64_t *pidns) {
+int spmd__kernel_identity(char boot_id[SPMD__BOOT_ID_LEN], uint64_t *pidns) {
     memset(boot_id, 0, BOOT_ID_LEN);
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
@@ -134,7 +134,7 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
     probe me = {0};
     if (getrandom(&g->cma_token, sizeof g->cma_token, 0) != (ssize_t)sizeof g->cma_token)
         g->cma_token = spmd__now_ns() * 0x9e3779b97f4a7c15ull;
-    me.willing = cma_wanted() && identity(me.boot_id, &me.pidns);
+    me.willing = cma_wanted() && spmd__kernel_identity(me.boot_id, &me.pidns);
     me.pid = (int)getpid();
     me.token_addr = (uint64_t)(uintptr_t)&g->cma_token;
     me.token = g->cma_token;

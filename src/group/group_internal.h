@@ -149,6 +149,9 @@ void spmd__coll_args_free(spmd__coll_args *a);
 void spmd__exec_help(spmd_work *w);
 
 /* ---- cross-memory attach (cma.c) --------------------------------------- */
+#define SPMD__BOOT_ID_LEN 40
+/* The running kernel's boot id and our pid namespace; 0 when unknown. */
+int spmd__kernel_identity(char boot_id[SPMD__BOOT_ID_LEN], uint64_t *pidns);
 /* Settle with every peer, over the idle collective channel, whether large
  * collective messages may be read straight from its memory. */
 spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size_t errlen);

@@ -1,14 +1,14 @@
 /* shm.c — memory shared by the ranks of one host (see shm.h).
  *
  * Each rank's arena is a memfd: a control page, then the data.  To connect,
- * ranks all_gather (pid, fd, size, layout); each opens every peer's memfd as
- * /proc/<pid>/fd/<fd> — which the kernel allows exactly when it lets this
- * process read the peer's memory, what cma.c checked for every pair — and
- * maps it.  An all_reduce of the outcome then tells every rank whether all
- * succeeded, and doubles as the barrier after which each rank closes its fd:
- * the mappings keep the memory alive, nothing is left in the file system,
- * and a rank that exits or frees its arena cannot pull memory from under a
- * peer still writing to it.
+ * ranks all_gather (pid, listener nonce, size, layout, kernel) and, when all
+ * run under one kernel and agree, hand each other their memfds over abstract
+ * Unix sockets (fdpass.h: no ptrace permission needed, only processes of the
+ * group are served) and map them.  An all_reduce of the outcome then tells
+ * every rank whether all succeeded, and doubles as the barrier after which
+ * each rank closes its fd: the mappings keep the memory alive, nothing is
+ * left in the file system, and a rank that exits or frees its arena cannot
+ * pull memory from under a peer still writing to it.
  *
  * The control page holds the counters, one cache line each; only the owner
  * writes its own.  Waiters spin briefly, then sleep on a (shared) futex in
@@ -24,10 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "fdpass.h"
 #include "group_internal.h"
 #include "shm.h"
 
@@ -52,9 +54,11 @@ struct spmd__shm {
     unsigned char *base;      /* own mapping: control page + data */
     unsigned char **peer;     /* [world] every rank's mapping (peer[rank] == base) once connected */
     int64_t *gather;          /* [world * NF] connect's all_gather (allocated up front) */
+    int *conn;                /* [world] connect's sockets to the peers' listeners, -1 */
+    int *pids;                /* [world] the peers' pids (connect) */
 };
 
-enum { F_OK_, F_PID, F_FD, F_BYTES, F_LAYOUT, NF };
+enum { F_OK_, F_PID, F_NONCE, F_BYTES, F_LAYOUT, F_KERNEL, NF };
 
 static ctrl_page *ctrl_of(unsigned char *base) { return (ctrl_page *)(void *)base; }
 
@@ -67,8 +71,11 @@ spmd__shm *spmd__shm_alloc(spmd_group *g, size_t bytes) {
     s->map_len = CTRL_BYTES + ((bytes + 4095) & ~(size_t)4095);
     s->peer = calloc((size_t)g->world, sizeof *s->peer);
     s->gather = malloc(sizeof(int64_t) * NF * (size_t)g->world);
+    s->conn = malloc(sizeof(int) * (size_t)g->world);
+    s->pids = malloc(sizeof(int) * (size_t)g->world);
     s->fd = -1;
-    if (!s->peer || !s->gather) goto fail;
+    if (!s->peer || !s->gather || !s->conn || !s->pids) goto fail;
+    for (int r = 0; r < g->world; r++) s->conn[r] = -1;
     s->fd = memfd_create("spmd-shared", MFD_CLOEXEC);
     if (s->fd < 0 || ftruncate(s->fd, (off_t)s->map_len) != 0) goto fail;
     void *p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
@@ -82,6 +89,8 @@ fail:
     if (s->fd >= 0) close(s->fd);
     free(s->peer);
     free(s->gather);
+    free(s->conn);
+    free(s->pids);
     free(s);
     return NULL;
 }
@@ -108,28 +117,31 @@ void spmd__shm_free(spmd__shm *s) {
     munmap(s->base, s->map_len);
     free(s->peer);
     free(s->gather);
+    free(s->conn);
+    free(s->pids);
     free(s);
 }
 
-/* Can this rank share with every peer?  cma.c's per-pair verdicts. */
-static int eligible(spmd_group *g) {
-    if (!g->cma) return 0;
-    for (int r = 0; r < g->world; r++)
-        if (r != g->rank && !g->cma[r].ok) return 0;
-    return 1;
+static int sharing_wanted(void) {
+    const char *e = getenv("SPMD_SHM");
+    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0));
 }
 
-/* Map rank r's arena from its (pid, fd); 1 on success. */
-static int map_peer(spmd__shm *s, int r, int pid, int fd) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
-    int pfd = open(path, O_RDWR | O_CLOEXEC);
-    if (pfd < 0) return 0;
+/* This kernel, as a number (0 when unknown): ranks share only under one. */
+static uint64_t kernel_id(void) {
+    char boot[SPMD__BOOT_ID_LEN];
+    uint64_t pidns = 0, h = 1469598103934665603ull;
+    if (!spmd__kernel_identity(boot, &pidns)) return 0;
+    for (int i = 0; i < SPMD__BOOT_ID_LEN && boot[i]; i++) h = (h ^ (unsigned char)boot[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* Map rank r's arena from a descriptor it sent; 1 on success. */
+static int map_peer(spmd__shm *s, int r, int fd) {
     struct stat st;
     void *p = MAP_FAILED;
-    if (fstat(pfd, &st) == 0 && (size_t)st.st_size == s->map_len)
-        p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
-    close(pfd);
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == s->map_len)
+        p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return 0;
     const ctrl_page *c = ctrl_of(p);
     if (c->magic != SHM_MAGIC || c->rank != (uint32_t)r) { /* not the arena we were told of */
@@ -140,32 +152,71 @@ static int map_peer(spmd__shm *s, int r, int pid, int fd) {
     return 1;
 }
 
+/* Every rank hands its memfd to every other (fdpass.h): connect to all,
+ * agree that all connections stand, then serve and receive.  1 when this
+ * rank mapped every peer's arena. */
+static int exchange(spmd__shm *s, int lfd, int all_ok, char *err, size_t errlen, spmd_status *st) {
+    spmd_group *g = s->g;
+    const int64_t *all = s->gather;
+    int32_t ok = all_ok, connected = 0;
+    for (int r = 0; r < g->world && ok; r++)
+        if (r != g->rank && (s->conn[r] = spmd__fdpass_connect((int)all[r * NF + F_PID], (uint64_t)all[r * NF + F_NONCE])) < 0)
+            ok = 0;
+    /* every connection is queued at its listener before anyone serves */
+    *st = spmd_all_reduce(g, &ok, &connected, 1, SPMD_I32, SPMD_MIN);
+    if (*st) {
+        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
+        return 0;
+    }
+    if (!connected) return 0;
+    int64_t deadline = spmd__group_deadline(g);
+    int npids = 0;
+    for (int r = 0; r < g->world; r++)
+        if (r != g->rank) s->pids[npids++] = (int)all[r * NF + F_PID];
+    if (!spmd__fdpass_serve(lfd, s->fd, (uint32_t)g->rank, s->pids, npids, deadline)) return 0;
+    for (int r = 0; r < g->world; r++) {
+        if (r == g->rank) continue;
+        uint32_t tag = 0;
+        int fd = spmd__fdpass_receive(s->conn[r], &tag, deadline);
+        int mapped = fd >= 0 && tag == (uint32_t)r && map_peer(s, r, fd);
+        if (fd >= 0) close(fd);
+        if (!mapped) return 0;
+    }
+    return 1;
+}
+
 spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *err, size_t errlen) {
     if (!s || !shared) return SPMD_ERR_INVALID;
     spmd_group *g = s->g;
     *shared = 0;
     if (g->world == 1) return SPMD_OK;
     if (s->fd < 0) return SPMD_ERR_INVALID; /* connected already */
-    int64_t mine[NF] = {layout != 0 && eligible(g), getpid(), s->fd, (int64_t)s->map_len, (int64_t)layout};
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid() << 32;
+    uint64_t kid = kernel_id();
+    int lfd = layout && kid && sharing_wanted() ? spmd__fdpass_listen(nonce, g->world) : -1;
+    int64_t mine[NF] = {lfd >= 0, getpid(), (int64_t)nonce, (int64_t)s->map_len, (int64_t)layout, (int64_t)kid};
     int64_t *all = s->gather;
     spmd_status st = spmd_all_gather(g, mine, all, NF, SPMD_I64);
     if (st) {
         snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
+        if (lfd >= 0) close(lfd);
         return st;
     }
-    int32_t ok = 1;
+    int all_ok = 1;
     for (int r = 0; r < g->world; r++) {
         const int64_t *a = all + (size_t)r * NF;
-        if (!a[F_OK_] || a[F_BYTES] != all[F_BYTES] || a[F_LAYOUT] != all[F_LAYOUT]) ok = 0;
+        if (!a[F_OK_] || a[F_BYTES] != all[F_BYTES] || a[F_LAYOUT] != all[F_LAYOUT] || a[F_KERNEL] != all[F_KERNEL])
+            all_ok = 0;
     }
     s->peer[g->rank] = s->base;
-    for (int r = 0; r < g->world && ok; r++) {
-        const int64_t *a = all + (size_t)r * NF;
-        if (r != g->rank) ok = map_peer(s, r, (int)a[F_PID], (int)a[F_FD]);
-    }
+    int32_t ok = exchange(s, lfd, all_ok, err, errlen, &st);
+    for (int r = 0; r < g->world; r++)
+        if (s->conn[r] >= 0) { close(s->conn[r]); s->conn[r] = -1; }
+    if (lfd >= 0) close(lfd);
     int32_t every = 0;
-    st = spmd_all_reduce(g, &ok, &every, 1, SPMD_I32, SPMD_MIN);
-    /* every rank has opened what it could: the fds can go */
+    if (!st) st = spmd_all_reduce(g, &ok, &every, 1, SPMD_I32, SPMD_MIN);
+    /* every rank has received what it could: the memfd can go */
     close(s->fd);
     s->fd = -1;
     if (st) {

@@ -10,9 +10,11 @@
  *   spmd__shm_post / _wait_all     counter k of this rank := v;
  *                                  wait until every rank's counter k reached v
  *
- * Sharing needs every rank of the group under one kernel and allowed to read
- * every other's memory, which cma.c has settled per pair (SPMD_CMA=0 turns
- * both off).  Counters are 32-bit sequence numbers compared modulo 2^32. */
+ * Sharing needs every rank of the group under one kernel, in one network
+ * namespace (the memfds travel over abstract Unix sockets, fdpass.h) and
+ * one pid namespace (a listener serves only the pids it was told of);
+ * SPMD_SHM=0 on any rank turns it off for all.  Counters are 32-bit sequence
+ * numbers compared modulo 2^32. */
 #ifndef SPMD_GROUP_SHM_H
 #define SPMD_GROUP_SHM_H
 

@@ -7,9 +7,9 @@
  * mixed with all_reduce for buckets that are not contiguous there).  Then
  * shared memory's failures: a dead peer and a peer that never arrives give
  * errors, not hangs; reducers on two disjoint subgroups share within each;
- * and one rank with SPMD_CMA=0 turns sharing off for all. */
-#include "cma_probe.h"
+ * one rank with SPMD_SHM=0 turns sharing off for all (SPMD_CMA=0 does not). */
 #include <math.h>
+#include <unistd.h>
 #include "harness.h"
 #include "spmd/spmd.h"
 
@@ -34,8 +34,8 @@ typedef struct {
 } model_t;
 
 static int shared_mode;   /* the cases run with spmd_ddp_alloc_grads */
-static int cma_off_rank = -1; /* this rank starts with SPMD_CMA=0 */
-static int cma_works;     /* this kernel lets processes read each other (cma_probe.h) */
+static int off_rank = -1;   /* this rank starts with off_var=0 */
+static const char *off_var = "SPMD_SHM";
 
 static void model_init(model_t *m, float fill) {
     m->block = calloc(COUNTS[0] + COUNTS[1] + COUNTS[2], sizeof(float));
@@ -86,7 +86,8 @@ static spmd_status add_params(spmd_ddp *d, model_t *m) {
 
 /* Shared gradients are in use exactly when asked for and possible. */
 static int sharing_as_expected(spmd_ddp *d, int world) {
-    int want = shared_mode && world > 1 && cma_works && cma_off_rank < 0;
+    /* SPMD_SHM=0 on any rank turns sharing off; SPMD_CMA=0 does not */
+    int want = shared_mode && world > 1 && !(off_rank >= 0 && strcmp(off_var, "SPMD_SHM") == 0);
     if (spmd_ddp_grads_shared(d) == want) return 1;
     fprintf(stderr, "grads shared: %d, expected %d\n", spmd_ddp_grads_shared(d), want);
     return 0;
@@ -336,8 +337,8 @@ static int absent_peer(spmd_group *g, int rank, int world) {
         RREQ(spmd_ddp_prepare(d) == SPMD_OK);
         for (int i = NP - 1; i >= 0; i--) RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
         spmd_status st = spmd_ddp_finish(d);
-        RREQ(st == SPMD_ERR_TIMEOUT || (!cma_works && st != SPMD_OK));
-        if (cma_works) RREQ(strstr(spmd_ddp_errmsg(d), "timed out") && strstr(spmd_ddp_errmsg(d), "rank 1"));
+        RREQ(st == SPMD_ERR_TIMEOUT);
+        RREQ(strstr(spmd_ddp_errmsg(d), "timed out") && strstr(spmd_ddp_errmsg(d), "rank 1"));
     }
     spmd_ddp_free(d);
     model_free(&m);
@@ -368,7 +369,7 @@ static int body(int rank, int world, void *arg) {
     (void)arg;
     spmd_group *g = NULL;
     char err[512];
-    if (rank == cma_off_rank) setenv("SPMD_CMA", "0", 1);
+    if (rank == off_rank) setenv(off_var, "0", 1);
     if (spmd_group_init(NULL, &g, err, sizeof err)) {
         fprintf(stderr, "init: %s\n", err);
         return 1;
@@ -404,8 +405,6 @@ static int body(int rank, int world, void *arg) {
 
 int main(void) {
     setenv("SPMD_TIMEOUT", "30", 1);
-    cma_works = probe_kernel();
-    if (!cma_works) fprintf(stderr, "note: this kernel forbids cross-memory reads; checking the fallback\n");
     char report[512];
     spmd_status st;
     for (shared_mode = 0; shared_mode <= 1; shared_mode++) {
@@ -426,10 +425,15 @@ int main(void) {
     which_case = 4;
     st = spmd_spawn_timeout(4, body, NULL, 60000, report, sizeof report);
     CHECK_MSG(st == SPMD_OK, "subgroups: %s", report);
-    /* one rank refuses to share: nobody shares, results unchanged */
-    cma_off_rank = 1;
+    /* one rank refuses to share (SPMD_SHM=0): nobody shares, results
+     * unchanged; SPMD_CMA=0 concerns collectives only, sharing stays */
+    off_rank = 1;
     which_case = 0;
-    st = spmd_spawn_timeout(3, body, NULL, 120000, report, sizeof report);
-    CHECK_MSG(st == SPMD_OK, "SPMD_CMA=0 on rank 1: %s", report);
+    static const char *vars[] = {"SPMD_SHM", "SPMD_CMA"};
+    for (int v = 0; v < 2; v++) {
+        off_var = vars[v];
+        st = spmd_spawn_timeout(3, body, NULL, 120000, report, sizeof report);
+        CHECK_MSG(st == SPMD_OK, "%s=0 on rank 1: %s", off_var, report);
+    }
     TEST_MAIN_END();
 }
