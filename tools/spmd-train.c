@@ -141,6 +141,19 @@ static int parse_float(const char *opt, const char *s, float *out) {
     return 0;
 }
 
+/* s must be one of names[0..n) ("a, b or c" in the error); *out = its index. */
+static int parse_choice(const char *opt, const char *s, const char *const *names, int n, int *out) {
+    for (int i = 0; i < n; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "spmd-train: %s must be ", opt);
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i == 0 ? "" : i + 1 < n ? ", " : " or ", names[i]);
+    fprintf(stderr, ", got '%s'\n", s ? s : "");
+    return -1;
+}
+
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
@@ -192,12 +205,10 @@ static int parse_args(int argc, char **argv, options *o) {
             } else if (strcmp(a, "--lr") == 0) {
                 if (parse_float(a, v, &o->lr)) return -1;
             } else if (strcmp(a, "--lr-scaling") == 0) {
-                if (strcmp(v, "linear") == 0) o->lr_linear = 1;
-                else if (strcmp(v, "none") == 0) o->lr_linear = 0;
-                else {
-                    fprintf(stderr, "spmd-train: --lr-scaling must be linear or none, got '%s'\n", v);
-                    return -1;
-                }
+                static const char *const names[] = {"linear", "none"};
+                int c;
+                if (parse_choice(a, v, names, 2, &c)) return -1;
+                o->lr_linear = c == 0;
             } else if (strcmp(a, "--momentum") == 0) {
                 if (parse_float(a, v, &o->momentum)) return -1;
             } else if (strcmp(a, "--weight-decay") == 0) {
@@ -209,20 +220,14 @@ static int parse_args(int argc, char **argv, options *o) {
                     return -1;
                 }
             } else if (strcmp(a, "--sync") == 0) {
-                if (strcmp(v, "ddp") == 0) o->sync_average = 0;
-                else if (strcmp(v, "average") == 0) o->sync_average = 1;
-                else {
-                    fprintf(stderr, "spmd-train: --sync must be ddp or average, got '%s'\n", v);
-                    return -1;
-                }
+                static const char *const names[] = {"ddp", "average"};
+                if (parse_choice(a, v, names, 2, &o->sync_average)) return -1;
             } else if (strcmp(a, "--grad-compression") == 0) {
-                if (strcmp(v, "none") == 0) o->compression = SPMD_DDP_COMPRESS_NONE;
-                else if (strcmp(v, "fp16") == 0) o->compression = SPMD_DDP_COMPRESS_FP16;
-                else if (strcmp(v, "bf16") == 0) o->compression = SPMD_DDP_COMPRESS_BF16;
-                else {
-                    fprintf(stderr, "spmd-train: --grad-compression must be none, fp16 or bf16, got '%s'\n", v);
-                    return -1;
-                }
+                /* in the order of spmd_ddp_compression */
+                static const char *const names[] = {"none", "fp16", "bf16"};
+                int c;
+                if (parse_choice(a, v, names, 3, &c)) return -1;
+                o->compression = (spmd_ddp_compression)c;
             } else if (strcmp(a, "--optimizer") == 0) {
                 if (spmd_optim_parse(v, &o->optimizer) != SPMD_OK) {
                     fprintf(stderr, "spmd-train: --optimizer must be sgd, adam or adamw, got '%s'\n", v);

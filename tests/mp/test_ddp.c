@@ -295,18 +295,24 @@ static int join(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+/* The failure cases' reducer: buckets [p4] [p3] [p2] [p1 p0], all shared,
+ * and no buffer broadcast, so prepare() is not a collective. */
+static spmd_status make_all_shared(spmd_group *g, model_t *m, spmd_ddp **d) {
+    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+    o.broadcast_buffers = 0;
+    o.first_bucket_bytes = 64;
+    o.bucket_cap_bytes = 2048;
+    model_init(m, 0);
+    return make(g, m, &o, d);
+}
+
 /* A rank that dies while the others wait on its shared gradients: an error
  * naming it, no hang.  (Without sharing, the all_reduce fails the same way.) */
 static int dead_peer(spmd_group *g, int rank, int world) {
     (void)world;
     model_t m;
-    model_init(&m, 0);
     spmd_ddp *d = NULL;
-    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
-    o.broadcast_buffers = 0;
-    o.first_bucket_bytes = 64; /* buckets [p4] [p3] [p2] [p1 p0]: all shared */
-    o.bucket_cap_bytes = 2048;
-    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    RREQ(make_all_shared(g, &m, &d) == SPMD_OK);
     if (rank == 1) _exit(0); /* gone without a goodbye, before its first step */
     RREQ(spmd_ddp_prepare(d) == SPMD_OK);
     for (int i = NP - 1; i >= 0; i--) RREQ(spmd_ddp_grad_ready(d, i) == SPMD_OK);
@@ -323,13 +329,8 @@ static int dead_peer(spmd_group *g, int rank, int world) {
 static int absent_peer(spmd_group *g, int rank, int world) {
     (void)world;
     model_t m;
-    model_init(&m, 0);
     spmd_ddp *d = NULL;
-    spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
-    o.broadcast_buffers = 0; /* prepare() must not be a collective here */
-    o.first_bucket_bytes = 64;
-    o.bucket_cap_bytes = 2048;
-    RREQ(make(g, &m, &o, &d) == SPMD_OK);
+    RREQ(make_all_shared(g, &m, &d) == SPMD_OK);
     spmd_group_set_timeout(g, 1500);
     if (rank == 1) {
         RREQ(spmd_barrier(g) != SPMD_OK); /* rank 0 never comes */
