@@ -17,3 +17,5 @@ foreach(t resume mlp)
 endforeach()
 # Convolution kernels (im2col + OpenBLAS, direct AVX2 / AVX-512) against a reference.
 spmd_test(test_nn_conv SOURCES unit/test_nn_conv.c LIBS spmdnn LABELS unit nn TIMEOUT 120)
+# The graph's fusions (conv+ReLU, ReLU in place, pool+ReLU backward) against the layers one by one.
+spmd_test(test_nn_fusion SOURCES unit/test_nn_fusion.c LIBS spmdnn LABELS unit nn TIMEOUT 60)

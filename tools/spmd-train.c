@@ -782,7 +782,7 @@ static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *lo
     double t1 = now_s();
     if ((st = grad_sync_prepare(t)) != SPMD_OK) return st;
     double t1b = now_s();
-    spmd_model_zero_grad(t->model);
+    spmd_model_zero_grad_lazy(t->model);
     const float *logits;
     st = spmd_model_forward(t->model, t->x, (int)b, &logits);
     if (st != SPMD_OK) {   /* SyncBatchNorm's all_reduce is the only way forward fails mid-way */

@@ -193,6 +193,11 @@ int spmd_model_num_buffers(const spmd_model *m);
 const spmd_tensor_info *spmd_model_buffer(const spmd_model *m, int i);
 
 void spmd_model_zero_grad(spmd_model *m);
+/* torch's zero_grad(set_to_none=True): the next backward writes every
+ * gradient instead of adding to it, which saves clearing the gradient memory
+ * and reading it back.  Until that backward returns the gradients' contents
+ * are unspecified.  The results are the same as after spmd_model_zero_grad. */
+void spmd_model_zero_grad_lazy(spmd_model *m);
 /* Keep the gradients in caller-owned memory of spmd_model_grads' length from
  * now on (the current ones are copied there), e.g. the DDP reducer's shared
  * gradients (spmd_ddp_alloc_grads).  It must outlive the model's use. */

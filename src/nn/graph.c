@@ -265,22 +265,50 @@ static size_t fan_in(const spmd_tensor_info *t) {
 /* A convolution whose output only a ReLU reads computes the ReLU itself, and
  * the ReLU's output is the convolution's memory: one pass over the largest
  * activations instead of three (write, read, write), which matters most when
- * several processes share the caches.  Backward is unchanged: the ReLU's mask
- * comes from its output, and the convolution never reads its own output. */
+ * several processes share the caches.  The two share their gradient memory
+ * as well: the ReLU's backward masks the gradient in place (it is the
+ * convolution output's only reader, so it writes that gradient, never adds to
+ * it), and the convolution never reads its own output.  That is two fewer
+ * activation-sized buffers in the working set. */
+/* The node that writes activation act when act has exactly one reader, else -1. */
+static int sole_reader_producer(const spmd_model *m, int act) {
+    int producer = -1, readers = 0;
+    for (int j = 0; j < m->nnodes; j++) {
+        const spmd__node *n = &m->nodes[j];
+        if (n->out == act) producer = j;
+        readers += (n->in == act) + (n->in2 == act);
+    }
+    return readers == 1 ? producer : -1;
+}
+
 static void fuse_conv_relu(spmd_model *m) {
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *r = &m->nodes[i];
         if (r->op != SPMD__OP_RELU) continue;
-        int producer = -1, readers = 0;
-        for (int j = 0; j < m->nnodes; j++) {
-            const spmd__node *n = &m->nodes[j];
-            if (n->out == r->in) producer = j;
-            readers += (n->in == r->in) + (n->in2 == r->in);
-        }
-        if (producer < 0 || readers != 1 || m->nodes[producer].op != SPMD__OP_CONV) continue;
+        int producer = sole_reader_producer(m, r->in);
+        if (producer < 0 || m->nodes[producer].op != SPMD__OP_CONV) continue;
         m->nodes[producer].relu_fused = 1;
         r->relu_fused = 1;
     }
+}
+
+/* A max-pool whose input only comes from a ReLU also does that ReLU's
+ * backward: the pooled value is the ReLU of the window's maximum, so the
+ * gradient reaches the window's argmax exactly when the pooled value is
+ * positive.  Backward then never reads the ReLU's activation-sized output and
+ * skips a pass over its gradient. */
+static void fuse_pool_relu(spmd_model *m) {
+    for (int i = 0; i < m->nnodes; i++) {
+        spmd__node *p = &m->nodes[i];
+        p->relu_in_pool = -1;
+        if (p->op != SPMD__OP_MAXPOOL) continue;
+        int producer = sole_reader_producer(m, p->in);
+        if (producer < 0 || m->nodes[producer].op != SPMD__OP_RELU) continue;
+        p->relu_in_pool = producer;
+    }
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].op == SPMD__OP_MAXPOOL && m->nodes[i].relu_in_pool >= 0)
+            m->nodes[m->nodes[i].relu_in_pool].relu_in_pool = 1;
 }
 
 spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen) {
@@ -339,13 +367,19 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
     }
     free(written);
     fuse_conv_relu(m);
+    fuse_pool_relu(m);
     return SPMD_OK;
 }
 
 /* (Re)allocate activation memory for batch B. */
 static spmd_status alloc_batch(spmd_model *m, int B) {
     size_t acts = 0, cache = 0, scratch = 0;
-    for (int i = 1; i < m->nacts; i++) acts += m->acts[i].size * (size_t)B;
+    char *shared = calloc((size_t)m->nacts, 1);   /* a fused ReLU's output: its conv's memory */
+    if (!shared) return SPMD_ERR_NOMEM;
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].op == SPMD__OP_RELU && m->nodes[i].relu_fused) shared[m->nodes[i].out] = 1;
+    for (int i = 1; i < m->nacts; i++)
+        if (!shared[i]) acts += m->acts[i].size * (size_t)B;
     size_t in0 = 0;
     if (!m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
     for (int i = 0; i < m->nnodes; i++) {
@@ -368,7 +402,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     float *gm = malloc(sizeof(float) * (acts + 1));
     float *cm = malloc(sizeof(float) * (cache + scratch + dcol + 1));
     if (!am || !gm || !cm) {
-        free(am); free(gm); free(cm);
+        free(am); free(gm); free(cm); free(shared);
         return SPMD_ERR_NOMEM;
     }
     free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
@@ -377,13 +411,19 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     m->acts[0].data = NULL;
     m->acts[0].grad = NULL;
     for (int i = 1; i < m->nacts; i++) {
+        if (shared[i]) continue;
         m->acts[i].data = pa; pa += m->acts[i].size * (size_t)B;
         m->acts[i].grad = pg; pg += m->acts[i].size * (size_t)B;
     }
     if (in0) m->acts[0].data = pa;
-    for (int i = 0; i < m->nnodes; i++)
-        if (m->nodes[i].op == SPMD__OP_RELU && m->nodes[i].relu_fused)
-            m->acts[m->nodes[i].out].data = m->acts[m->nodes[i].in].data;
+    /* nodes are in forward order, so a conv's output is placed before its ReLU's */
+    for (int i = 0; i < m->nnodes; i++) {
+        const spmd__node *n = &m->nodes[i];
+        if (n->op != SPMD__OP_RELU || !n->relu_fused) continue;
+        m->acts[n->out].data = m->acts[n->in].data;
+        m->acts[n->out].grad = m->acts[n->in].grad;
+    }
+    free(shared);
     m->col_scratch = pc; pc += scratch;
     m->dcol_scratch = pc; pc += dcol;
     for (int i = 0; i < m->nnodes; i++) {
@@ -502,10 +542,16 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
         spmd__act *in = &m->acts[n->in], *out = &m->acts[n->out];
         float *din = in->grad;   /* NULL for the model input: nothing to compute */
         size_t osz = out->size * (size_t)B;
+        /* after spmd_model_zero_grad_lazy: linear layers write their
+         * gradients, the others' (small) are cleared here, just before use */
+        if (m->grad_stale && n->op != SPMD__OP_LINEAR)
+            for (int p = 0; p < n->np; p++)
+                memset(G(m, n->p0 + p), 0, sizeof(float) * m->params[n->p0 + p].count);
         switch (n->op) {
         case SPMD__OP_LINEAR:
-            spmd_linear_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
-                                 in->data, P(m, n->p0), B, (int)in->size, out->c, n->acc_in);
+            spmd__linear_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
+                                  in->data, P(m, n->p0), B, (int)in->size, out->c, n->acc_in,
+                                  !m->grad_stale);
             break;
         case SPMD__OP_CONV:
             spmd_conv2d_backward(din, G(m, n->p0), n->np > 1 ? G(m, n->p0 + 1) : NULL, out->grad,
@@ -526,11 +572,19 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
                                     n->acc_in);
             break;
         case SPMD__OP_RELU:
-            if (din) spmd_relu_backward(din, out->grad, out->data, osz, n->acc_in);
+            if (din && n->relu_in_pool != 1)
+                spmd_relu_backward(din, out->grad, out->data, osz, n->acc_in);
             break;
         case SPMD__OP_MAXPOOL:
-            if (din)
+            if (n->relu_in_pool >= 0) {
+                const spmd__node *r = &m->nodes[n->relu_in_pool];
+                float *rdin = m->acts[r->in].grad;
+                if (rdin)
+                    spmd__maxpool_relu_backward(rdin, out->grad, out->data, n->idx, in->c * B,
+                                                in->h, in->w, n->k, r->acc_in);
+            } else if (din) {
                 spmd_maxpool_backward(din, out->grad, n->idx, in->c * B, in->h, in->w, n->k, n->acc_in);
+            }
             break;
         case SPMD__OP_DROPOUT:
             if (din) spmd_dropout_backward(din, out->grad, n->mask, osz, n->acc_in);
@@ -552,6 +606,7 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
         if (grad_ready)
             for (int p = n->np - 1; p >= 0; p--) grad_ready(ctx, n->p0 + p);
     }
+    m->grad_stale = 0;
     return SPMD_OK;
 }
 
@@ -625,7 +680,11 @@ void spmd_model_use_grad_memory(spmd_model *m, float *mem) {
     m->own_grad_mem = NULL;
     m->grad_mem = mem;
 }
-void spmd_model_zero_grad(spmd_model *m) { memset(m->grad_mem, 0, sizeof(float) * m->param_count); }
+void spmd_model_zero_grad(spmd_model *m) {
+    memset(m->grad_mem, 0, sizeof(float) * m->param_count);
+    m->grad_stale = 0;
+}
+void spmd_model_zero_grad_lazy(spmd_model *m) { m->grad_stale = 1; }
 void spmd_model_train(spmd_model *m, int training) { m->training = training != 0; }
 int spmd_model_is_training(const spmd_model *m) { return m->training; }
 void spmd_model_seed_dropout(spmd_model *m, uint64_t seed, uint64_t stream) {

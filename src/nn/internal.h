@@ -44,6 +44,9 @@ typedef struct {
     int acc_in, acc_in2;  /* backward adds into d(in) rather than writing it */
     int relu_fused;       /* conv: its ReLU is applied as it stores (spmd_conv2d_relu_forward);
                              ReLU: that conv's output is already this node's, which shares its memory */
+    int relu_in_pool;     /* max-pool: the index of the ReLU node whose output only this pool reads;
+                             the pool's backward does that ReLU's too (-1: none).
+                             ReLU: 1 when a pool does its backward */
     int p0, np;           /* parameter table entries p0 .. p0+np-1 */
     int b0;               /* BatchNorm: buffer entries b0 (mean), b0+1 (var) */
     spmd_conv2d_dims conv;
@@ -94,6 +97,7 @@ struct spmd_model {
     int bmax;             /* batch the activation memory is sized for */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
+    int grad_stale;       /* spmd_model_zero_grad_lazy: the next backward writes the gradients */
     /* SyncBatchNorm (spmd_model_set_syncbn): the cross-rank reduce, its
      * scratch (2 * widest BatchNorm + 1 doubles), and whether the last
      * forward used it (backward must match the forward) */
@@ -154,6 +158,17 @@ static inline uint64_t spmd__xoshiro_next(uint64_t *s) {
 #else
 #define SPMD__VECTOR_CLONES
 #endif
+
+/* spmd_linear_backward with acc_w = 0 writing dw and db (=) instead of
+ * adding to them (a gradient known to be zero need not be cleared first). */
+void spmd__linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, int B, int C, int OC, int acc,
+                           int acc_w);
+
+/* Max-pool backward followed by the backward of the ReLU before it, from the
+ * pool's output: dinp is the ReLU's input gradient. */
+void spmd__maxpool_relu_backward(float *dinp, const float *dout, const float *out,
+                                 const int32_t *idx, int planes, int h, int w, int k, int acc);
 
 /* Sum of n floats with 16 independent partial sums (vectorisable without
  * -ffast-math; the rounding differs from a serial sum by a few ulps). */

@@ -1,6 +1,7 @@
 /* linear.c — fully connected layer, y = x W^T + b, as two or three GEMMs. */
 #include <cblas.h>
-#include "spmd/nn.h"
+#include <string.h>
+#include "nn/internal.h"
 
 void spmd_linear_forward(float *out, const float *inp, const float *w, const float *b, int B,
                          int C, int OC) {
@@ -17,10 +18,17 @@ void spmd_linear_forward(float *out, const float *inp, const float *w, const flo
 
 void spmd_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                           const float *inp, const float *w, int B, int C, int OC, int acc) {
-    /* dw (OC, C) += dout^T (OC, B) @ inp (B, C) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f,
-                dw, C);
+    spmd__linear_backward(dinp, dw, db, dout, inp, w, B, C, OC, acc, 1);
+}
+
+void spmd__linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, int B, int C, int OC, int acc,
+                           int acc_w) {
+    /* dw (OC, C) (+)= dout^T (OC, B) @ inp (B, C) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C,
+                acc_w ? 1.0f : 0.0f, dw, C);
     if (db) {
+        if (!acc_w) memset(db, 0, sizeof(float) * (size_t)OC);
         for (int i = 0; i < B; i++) {
             const float *d = dout + (size_t)i * OC;
             for (int j = 0; j < OC; j++) db[j] += d[j];

@@ -60,16 +60,32 @@ void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes
     }
 }
 
-void spmd_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, int planes, int h,
-                           int w, int k, int acc) {
+/* Scatter dout to the argmax positions; with out, only where the pooled
+ * value is positive (the ReLU before the pool). */
+static void pool_backward(float *dinp, const float *dout, const float *out, const int32_t *idx,
+                          int planes, int h, int w, int k, int acc) {
     const int oh = h / k, ow = w / k;
     if (!acc) memset(dinp, 0, sizeof(float) * (size_t)planes * h * w);
     for (int p = 0; p < planes; p++) {
         float *d = dinp + (size_t)p * h * w;
-        const float *g = dout + (size_t)p * oh * ow;
-        const int32_t *ix = idx + (size_t)p * oh * ow;
-        for (int i = 0; i < oh * ow; i++) d[ix[i]] += g[i];
+        const size_t o0 = (size_t)p * oh * ow;
+        const float *g = dout + o0;
+        const int32_t *ix = idx + o0;
+        if (out)
+            for (int i = 0; i < oh * ow; i++) d[ix[i]] += out[o0 + i] > 0.0f ? g[i] : 0.0f;
+        else
+            for (int i = 0; i < oh * ow; i++) d[ix[i]] += g[i];
     }
+}
+
+void spmd_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, int planes, int h,
+                           int w, int k, int acc) {
+    pool_backward(dinp, dout, NULL, idx, planes, h, w, k, acc);
+}
+
+void spmd__maxpool_relu_backward(float *dinp, const float *dout, const float *out,
+                                 const int32_t *idx, int planes, int h, int w, int k, int acc) {
+    pool_backward(dinp, dout, out, idx, planes, h, w, k, acc);
 }
 
 void spmd_gap_forward(float *out, const float *inp, int C, int B, int HW) {

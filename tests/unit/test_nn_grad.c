@@ -72,15 +72,28 @@ static void check_model(const char *name, spmd_model *m, int B, int training, fl
     spmd_model_seed_dropout(m, 99, 1);
     spmd_rng rs = *spmd_model_rng(m);
 
+    /* the lazy zero_grad (gradients written, not added) gives the same bits
+     * as clearing first, whatever the memory held */
+    size_t ng;
+    float *g = spmd_model_grads(m, &ng);
+    CHECK(ng == np);
+    for (size_t i = 0; i < ng; i++) g[i] = NAN;
+    spmd_model_zero_grad_lazy(m);
+    *spmd_model_rng(m) = rs;
+    CHECK(spmd_model_forward(m, x, B, NULL) == SPMD_OK);
+    CHECK(spmd_model_backward(m, R, NULL, NULL) == SPMD_OK);
+    float *lazy = malloc(sizeof(float) * ng);
+    memcpy(lazy, g, sizeof(float) * ng);
+
     spmd_model_zero_grad(m);
+    *spmd_model_rng(m) = rs;
     CHECK(spmd_model_forward(m, x, B, NULL) == SPMD_OK);
     order_log ol = {-1, 0, 1};
     CHECK(spmd_model_backward(m, R, on_ready, &ol) == SPMD_OK);
     CHECK_MSG(ol.ordered && ol.count == spmd_model_num_params(m),
               "%s: grad_ready order (count %d of %d)", name, ol.count, spmd_model_num_params(m));
-    size_t ng;
-    float *g = spmd_model_grads(m, &ng);
-    CHECK(ng == np);
+    CHECK_MSG(memcmp(lazy, g, sizeof(float) * ng) == 0, "%s: lazy zero_grad differs", name);
+    free(lazy);
 
     int probes = 0, bad = 0;
     double l0 = objective(m, x, B, R, &rs);
@@ -195,6 +208,33 @@ static void case_maxpool(void) {
     run("maxpool", m, 3, 1);
 }
 
+/* A ReLU between BatchNorm and max-pool: the pool does the ReLU's backward
+ * into BatchNorm's output gradient (no convolution to share memory with). */
+static void case_bn_relu_pool(void) {
+    spmd_model *m = spmd__model_new("t", 1, 7, 7, 0);
+    int x = spmd__add_conv(m, 0, 3, 3, 1, 1, 1, "c1");
+    x = spmd__add_bn(m, x, "bn");
+    x = spmd__add_relu(m, x);
+    x = spmd__add_maxpool(m, x, 2);                    /* 7 -> 3: the last row and column unread */
+    x = spmd__add_flatten(m, x);
+    spmd__add_linear(m, x, 4, 1, "fc");
+    run("bn_relu_pool", m, 3, 1);
+}
+
+/* A ReLU read by two pools: no pool may do its backward. */
+static void case_relu_two_pools(void) {
+    spmd_model *m = spmd__model_new("t", 1, 6, 6, 0);
+    int r = spmd__add_relu(m, spmd__add_conv(m, 0, 3, 3, 1, 1, 1, "c1"));
+    int a = spmd__add_maxpool(m, r, 2);
+    int b = spmd__add_maxpool(m, r, 3);
+    a = spmd__add_flatten(m, a);
+    a = spmd__add_linear(m, a, 4, 1, "fa");
+    b = spmd__add_flatten(m, b);
+    b = spmd__add_linear(m, b, 4, 1, "fb");
+    spmd__add_add(m, a, b);
+    run("relu_2pools", m, 3, 1);
+}
+
 static void case_dropout(void) {
     spmd_model *m = spmd__model_new("t", 10, 1, 1, 1);
     int x = spmd__add_linear(m, 0, 16, 1, "a");
@@ -296,6 +336,8 @@ int main(void) {
     case_conv_tiny();
     case_relu();
     case_maxpool();
+    case_bn_relu_pool();
+    case_relu_two_pools();
     case_dropout();
     case_gap();
     case_bn();
