@@ -63,6 +63,7 @@ typedef struct {
     int sync_average;    /* 1: --sync average (seed 000's average_gradients) */
     int no_overlap;      /* DDP: reduce every bucket after backward */
     int no_shared_grads; /* DDP: gradients in private memory, buckets through all_reduce */
+    int no_shard_step;   /* DDP: every rank runs the whole optimizer step */
     float bucket_cap_mb; /* DDP: 0 = DEFAULT_BUCKET_CAP_MB */
     spmd_ddp_compression compression;
     int sync_bn;
@@ -102,6 +103,8 @@ static void usage(FILE *f) {
         "  --no-overlap         DDP: reduce all buckets after backward instead of during it\n"
         "  --no-shared-grads    DDP: keep gradients private and reduce them by all_reduce even\n"
         "                       when every rank is on this host (default: summed in shared memory)\n"
+        "  --no-shard-step      DDP: every rank applies the optimizer to every parameter (default\n"
+        "                       with shared gradients: each rank steps the share it sums)\n"
         "  --bucket-cap-mb X    DDP: bucket size cap in MiB (torch: 25)  (1; first bucket <= 1)\n"
         "  --grad-compression C DDP: none | fp16 | bf16 on the wire      (none)\n"
         "  --sync-bn            BatchNorm layers use the global batch's statistics (SyncBatchNorm)\n"
@@ -157,7 +160,7 @@ static int parse_choice(const char *opt, const char *s, const char *const *names
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -169,6 +172,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--no-eval") == 0) o->eval = 0;
         else if (strcmp(a, "--no-overlap") == 0) o->no_overlap = 1;
         else if (strcmp(a, "--no-shared-grads") == 0) o->no_shared_grads = 1;
+        else if (strcmp(a, "--no-shard-step") == 0) o->no_shard_step = 1;
         else if (strcmp(a, "--sync-bn") == 0) o->sync_bn = 1;
         else if (strcmp(a, "--check-sync") == 0) o->check_sync = 1;
         else if (!v) {
@@ -245,9 +249,10 @@ static int parse_args(int argc, char **argv, options *o) {
                 o->model);
         return -1;
     }
-    if (o->sync_average && (o->no_overlap || o->no_shared_grads || o->bucket_cap_mb > 0.0f || o->compression)) {
-        fprintf(stderr, "spmd-train: --no-overlap, --no-shared-grads, --bucket-cap-mb and --grad-compression belong to "
-                        "--sync ddp, not --sync average\n");
+    if (o->sync_average &&
+        (o->no_overlap || o->no_shared_grads || o->no_shard_step || o->bucket_cap_mb > 0.0f || o->compression)) {
+        fprintf(stderr, "spmd-train: --no-overlap, --no-shared-grads, --no-shard-step, --bucket-cap-mb and "
+                        "--grad-compression belong to --sync ddp, not --sync average\n");
         return -1;
     }
     if (o->resume && !o->ckpt_dir) {
@@ -334,6 +339,12 @@ static void set_err_group(trainer *t) {
 
 static void set_err_ddp(trainer *t) { snprintf(t->err, sizeof t->err, "%s", spmd_ddp_errmsg(t->ddp)); }
 
+/* The reducer's sharded step: this rank's share of the optimizer step. */
+static void shard_step(void *ctx, size_t offset, size_t count, const float *avg) {
+    trainer *t = ctx;
+    spmd_optim_update(t->optim, t->params, avg, offset, count);
+}
+
 /* model = DistributedDataParallel(model, bucket_cap_mb=...): every parameter
  * in model order, the BatchNorm buffers, then finalize (which checks the
  * ranks agree and broadcasts rank 0's parameters and buffers). */
@@ -359,6 +370,15 @@ static spmd_status ddp_setup(trainer *t) {
         if (st == SPMD_OK) {
             spmd_model_use_grad_memory(t->model, shared);
             t->grads = shared;
+        }
+        /* and the sharded step: parameters and optimizer state shared too */
+        float *params = NULL, *state = NULL;
+        if (st == SPMD_OK && !t->o.no_shard_step &&
+            (st = spmd_ddp_alloc_step(t->ddp, (size_t)spmd_optim_state_arrays(t->optim), shard_step, t,
+                                      &params, &state)) == SPMD_OK) {
+            spmd_model_use_param_memory(t->model, params);
+            t->params = params;
+            if (state) spmd_optim_use_state_memory(t->optim, state);
         }
     }
     for (int i = 0; i < spmd_model_num_params(t->model) && st == SPMD_OK; i++) {
@@ -425,7 +445,18 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+/* The whole optimizer state on this rank (after sharded steps each rank
+ * keeps only its slices current). */
+static spmd_status whole_state(trainer *t) {
+    if (!t->ddp) return SPMD_OK;
+    spmd_status st = spmd_ddp_gather_state(t->ddp);
+    if (st != SPMD_OK) set_err_ddp(t);
+    return st;
+}
+
 static spmd_status check_sync(trainer *t) {
+    spmd_status st0 = whole_state(t);
+    if (st0 != SPMD_OK) return st0;
     uint64_t h = 1469598103934665603ull;
     h = fnv1a(h, t->params, t->nparams * sizeof(float));
     size_t ns;
@@ -526,7 +557,8 @@ static void ckpt_path(const trainer *t, char *out, size_t len) {
 
 static spmd_status save_checkpoint(trainer *t) {
     ckpt_list c;
-    spmd_status st = SPMD_OK;
+    spmd_status st = whole_state(t);
+    if (st != SPMD_OK) return st;
     if (ckpt_list_build(t, &c)) {
         ckpt_list_free(&c);
         return SPMD_ERR_NOMEM;
@@ -801,7 +833,8 @@ static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *lo
     st = grad_sync_finish(t);
     if (st != SPMD_OK) return st;
     double t4 = now_s();
-    spmd_optim_step(t->optim, t->params, t->grads);
+    if (t->ddp && spmd_ddp_stepped(t->ddp)) spmd_optim_step_done(t->optim);   /* the reducer did it */
+    else spmd_optim_step(t->optim, t->params, t->grads);
     double t5 = now_s();
     t->t.data += t1 - t0;
     t->t.prep += t1b - t1;
@@ -937,7 +970,9 @@ static int run(trainer *t) {
             spmd_ddp_num_buckets(t->ddp),
             t->o.bucket_cap_mb > 0.0f ? (double)t->o.bucket_cap_mb : DEFAULT_BUCKET_CAP_MB,
             t->o.no_overlap ? "all reduced after backward" : "overlapped with backward",
-            spmd_ddp_grads_shared(t->ddp) ? "summed in shared memory" : "all_reduce",
+            !spmd_ddp_grads_shared(t->ddp) ? "all_reduce" :
+            spmd_ddp_step_shared(t->ddp) && !t->o.compression ? "summed in shared memory, optimizer step sharded" :
+            "summed in shared memory",
             t->o.compression == SPMD_DDP_COMPRESS_FP16 ? "fp16" :
             t->o.compression == SPMD_DDP_COMPRESS_BF16 ? "bf16" : "none",
             spmd_model_is_syncbn(t->model) ? ", SyncBatchNorm" : "");

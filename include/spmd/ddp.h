@@ -83,6 +83,47 @@ spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads);
 /* 1 when finalize found every rank's gradients shared (see alloc_grads). */
 int spmd_ddp_grads_shared(const spmd_ddp *d);
 
+/* The sharded optimizer step (ZeroRedundancyOptimizer's division of the
+ * work, on one host).  With shared gradients the reducer can also apply the
+ * optimizer: each rank updates only the slices of the buckets it sums and
+ * writes the new parameters into every rank's memory.  Every rank runs the
+ * optimizer over 1/world of the parameters and reads no averaged gradient
+ * back, and ends the step with the whole, identical parameters.  The results
+ * are the bits of the plain step.  The optimizer state stays sharded: each
+ * slice is current only in its owner's memory until spmd_ddp_gather_state
+ * (torch: consolidate_state_dict), which every rank calls between steps
+ * before one reads its whole state (a checkpoint, a comparison).  The reducer gathers
+ * by itself whenever the caller may step on its own next (a finish that did
+ * not step, no_sync) and when the buckets are rebuilt.
+ *
+ * Call after alloc_grads, before finalize: params (count floats, as the
+ * gradients) and state (state_arrays arrays of count floats, back to back;
+ * NULL when 0) are the reducer's shared memory, zero-filled; the model's
+ * parameters and the optimizer's state must live there at the gradients'
+ * offsets (spmd_model_use_param_memory, spmd_optim_use_state_memory).
+ * During backward and finish the reducer calls fn(ctx, offset, count, avg):
+ * apply the optimizer to elements [offset, offset + count) of this rank's
+ * params and state, with avg (count floats) their averaged gradient
+ * (spmd_optim_update).  Then spmd_ddp_stepped() says whether the step was
+ * applied — finish the optimizer's step (spmd_optim_step_done) — or not
+ * (a comm hook, compression, join enabled, a bucket not in shared memory,
+ * no_sync, gradients not shared): step as usual on the averaged gradients.
+ * The gradients are not left averaged after a sharded step.  A gradient's
+ * grad_ready must follow the last read of its parameter in the step, as
+ * backward's does. */
+typedef void (*spmd_ddp_step_fn)(void *ctx, size_t offset, size_t count, const float *avg);
+spmd_status spmd_ddp_alloc_step(spmd_ddp *d, size_t state_arrays, spmd_ddp_step_fn fn, void *ctx,
+                                float **params, float **state);
+/* 1 when the last finish applied the optimizer step (see alloc_step). */
+int spmd_ddp_stepped(const spmd_ddp *d);
+/* Collective: make every rank's optimizer state whole after sharded steps,
+ * each reading the other ranks' slices from their memory.  Between steps
+ * (after finish, before the next backward), on every rank. */
+spmd_status spmd_ddp_gather_state(spmd_ddp *d);
+/* 1 when finalize found every rank's step memory shared: steps will be
+ * sharded unless a hook, compression or join rules it out. */
+int spmd_ddp_step_shared(const spmd_ddp *d);
+
 /* Register parameter i (in registration order, starting at 0) with its
  * gradient buffer.  Only SPMD_F32 (float) gradients are supported. */
 spmd_status spmd_ddp_add_param(spmd_ddp *d, const char *name, float *param, float *grad, size_t count);
@@ -108,7 +149,8 @@ spmd_status spmd_ddp_grad_ready(spmd_ddp *d, int i);
  * (void (*)(void *ctx, int param_index)); ctx is the spmd_ddp.  Errors are
  * kept and returned by the next finish(). */
 void spmd_ddp_grad_ready_hook(void *ctx, int param_index);
-/* Wait for every bucket; leaves the average over ranks in each gradient. */
+/* Wait for every bucket; leaves the average over ranks in each gradient
+ * (unless spmd_ddp_stepped: then the optimizer step is done instead). */
 spmd_status spmd_ddp_finish(spmd_ddp *d);
 
 /* Uneven inputs (torch's Join): a rank that has no more batches calls

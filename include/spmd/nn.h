@@ -202,6 +202,8 @@ void spmd_model_zero_grad_lazy(spmd_model *m);
  * now on (the current ones are copied there), e.g. the DDP reducer's shared
  * gradients (spmd_ddp_alloc_grads).  It must outlive the model's use. */
 void spmd_model_use_grad_memory(spmd_model *m, float *mem);
+/* The same for the parameters (e.g. spmd_ddp_alloc_step's shared memory). */
+void spmd_model_use_param_memory(spmd_model *m, float *mem);
 /* 1: train mode (dropout active, BatchNorm batch statistics), 0: eval. */
 void spmd_model_train(spmd_model *m, int training);
 int spmd_model_is_training(const spmd_model *m);
@@ -270,8 +272,20 @@ void spmd_optim_step(spmd_optim *o, float *params, const float *grads);
 /* Name for messages and checkpoints: "sgd", "adam", "adamw". */
 const char *spmd_optim_name(const spmd_optim *o);
 spmd_status spmd_optim_parse(const char *s, spmd_optim_kind *out);
+/* The update spmd_optim_step makes to elements [offset, offset + count) of
+ * params, from grad[0 .. count) (the gradient of those elements) and the
+ * same elements of the state: a step applied in pieces, as the DDP
+ * reducer's sharded step does, gives the same bits.  The step count does
+ * not move: call spmd_optim_step_done once every piece of a step is in. */
+void spmd_optim_update(spmd_optim *o, float *params, const float *grad, size_t offset, size_t count);
+void spmd_optim_step_done(spmd_optim *o);
+/* State arrays of n floats each: 0 (SGD without momentum), 1 (SGD), 2 (Adam). */
+int spmd_optim_state_arrays(const spmd_optim *o);
 /* State for checkpoints: the float buffer (owned by o) and the step count. */
 float *spmd_optim_state(spmd_optim *o, size_t *count);
+/* Keep the state in caller-owned memory of spmd_optim_state's length from
+ * now on (the current state is copied there), e.g. spmd_ddp_alloc_step's. */
+void spmd_optim_use_state_memory(spmd_optim *o, float *mem);
 int64_t spmd_optim_steps(const spmd_optim *o);
 void spmd_optim_set_steps(spmd_optim *o, int64_t steps);
 void spmd_optim_set_lr(spmd_optim *o, float lr);

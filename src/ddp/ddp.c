@@ -25,6 +25,14 @@
  * overlap on a host whose cores are all training, and no thread to wake.
  * Between steps a rank's memory is touched by nobody else: peers write to it
  * only after its ready and are done before its finish returns.
+ *
+ * The sharded step (spmd_ddp_alloc_step) goes one further: instead of
+ * writing the averaged slice everywhere, the rank that summed it hands it to
+ * the optimizer, which updates that slice of its own parameters and state,
+ * and those are what it copies into every rank's memory.  Each rank then runs
+ * the optimizer over 1/world of the parameters, and nobody reads an averaged
+ * gradient back.  A parameter's ready comes after backward's last read of it,
+ * so a peer may overwrite it from then on.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -69,6 +77,7 @@ typedef struct {
 } bucket;
 
 enum { SHM_READY, SHM_DONE }; /* the two counters of group/shm.h */
+enum { SHM_GATHERED };        /* the step memory's first counter: gather_state's */
 
 struct spmd_ddp {
     spmd_group *g;
@@ -92,6 +101,15 @@ struct spmd_ddp {
     int shared;         /* every rank maps every rank's gradients */
     size_t shm_count;   /* its length in floats */
     uint32_t shm_seq;   /* shared buckets launched so far */
+    spmd__shm *step_shm;  /* spmd_ddp_alloc_step's memory: parameters, then step_k state arrays */
+    size_t step_k;
+    int step_shared;      /* every rank maps every rank's step memory */
+    spmd_ddp_step_fn step_fn;
+    void *step_ctx;
+    int all_views;        /* every bucket is reduced in place (build_buckets) */
+    int stepped;          /* the last finish applied the optimizer step */
+    int state_scattered;  /* sharded steps left each state slice up to date only at its owner */
+    uint32_t gather_seq;  /* gather_state calls so far */
     char err[512];
 };
 
@@ -113,6 +131,8 @@ const char *spmd_ddp_errmsg(const spmd_ddp *d) { return d ? d->err : "no reducer
 double spmd_ddp_last_wait_seconds(const spmd_ddp *d) { return d ? d->last_wait : 0; }
 int spmd_ddp_num_buckets(const spmd_ddp *d) { return d ? d->nbk : 0; }
 int spmd_ddp_grads_shared(const spmd_ddp *d) { return d ? d->shared : 0; }
+int spmd_ddp_stepped(const spmd_ddp *d) { return d ? d->stepped : 0; }
+int spmd_ddp_step_shared(const spmd_ddp *d) { return d ? d->step_shared : 0; }
 void spmd_ddp_set_no_sync(spmd_ddp *d, int on) { if (d) d->no_sync = on; }
 void spmd_ddp_set_join_enabled(spmd_ddp *d, int on) { if (d) d->join_enabled = on; }
 
@@ -145,6 +165,7 @@ void spmd_ddp_free(spmd_ddp *d) {
     if (!d) return;
     free_buckets(d);
     spmd__shm_free(d->shm);
+    spmd__shm_free(d->step_shm);
     for (int i = 0; i < d->np; i++) free(d->p[i].name);
     for (int i = 0; i < d->nb; i++) free(d->b[i].name);
     free(d->p);
@@ -162,6 +183,24 @@ spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
     if (!d->shm) return fail(d, SPMD_ERR_NOMEM, "alloc_grads: cannot allocate %zu floats of shared memory", count);
     d->shm_count = count;
     *grads = spmd__shm_data(d->shm);
+    return SPMD_OK;
+}
+
+spmd_status spmd_ddp_alloc_step(spmd_ddp *d, size_t state_arrays, spmd_ddp_step_fn fn, void *ctx,
+                                float **params, float **state) {
+    if (!d || !fn || !params || !state || state_arrays > 8) return SPMD_ERR_INVALID;
+    *params = *state = NULL;
+    if (d->finalized || !d->shm || d->step_shm)
+        return fail(d, SPMD_ERR_INVALID, "alloc_step: only once, after alloc_grads and before finalize");
+    size_t n = d->shm_count;
+    d->step_shm = spmd__shm_alloc(d->g, sizeof(float) * (n ? n : 1) * (1 + state_arrays));
+    if (!d->step_shm)
+        return fail(d, SPMD_ERR_NOMEM, "alloc_step: cannot allocate %zu floats of shared memory", n * (1 + state_arrays));
+    d->step_k = state_arrays;
+    d->step_fn = fn;
+    d->step_ctx = ctx;
+    *params = spmd__shm_data(d->step_shm);
+    *state = state_arrays ? *params + n : NULL;
     return SPMD_OK;
 }
 
@@ -265,6 +304,8 @@ static spmd_status build_buckets(spmd_ddp *d, const int *order) {
         }
         bk->pending = bk->n;
     }
+    d->all_views = 1;
+    for (int b = 0; b < d->nbk; b++) d->all_views &= d->bk[b].view != NULL;
     d->next_launch = 0;
     return SPMD_OK;
 }
@@ -277,17 +318,82 @@ static int shm_bucket(const spmd_ddp *d, const bucket *b) {
     return d->shared && b->view && !d->hook && d->o.compression == SPMD_DDP_COMPRESS_NONE;
 }
 
+/* Rank r's slice [lo, hi) of bucket b, and where it starts in the shared
+ * memory (off).  Cut at 64-byte boundaries. */
+static void slice_of(const spmd_ddp *d, const bucket *b, int r, size_t *lo, size_t *hi, size_t *off) {
+    size_t w = (size_t)spmd_group_size(d->g);
+    size_t per = ((b->count + w - 1) / w + 15) & ~(size_t)15;
+    *lo = per * (size_t)r;
+    *hi = *lo + per;
+    if (*lo > b->count) *lo = b->count;
+    if (*hi > b->count) *hi = b->count;
+    *off = (size_t)(b->view - (float *)spmd__shm_data(d->shm)) + *lo;
+}
+
+/* This step is the sharded one: every bucket is shared (the same answer on
+ * every rank, as shm_bucket's) and no rank may join. */
+static int step_mode(const spmd_ddp *d) {
+    return d->step_shared && d->all_views && !d->hook && d->o.compression == SPMD_DDP_COMPRESS_NONE &&
+           !d->join_enabled;
+}
+
+/* Elements [off, off + n) of the optimizer step: the step function updates
+ * them in this rank's memory, and the new parameters are copied to every
+ * other rank's.  The optimizer state stays with the slice's owner until
+ * gather_state. */
+static void step_slice(spmd_ddp *d, size_t off, size_t n, const float *avg) {
+    d->step_fn(d->step_ctx, off, n, avg);
+    int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
+    const float *mine = spmd__shm_data(d->step_shm);
+    for (int q = 0; q < w; q++)
+        if (q != me) memcpy((float *)spmd__shm_peer(d->step_shm, q) + off, mine + off, n * sizeof(float));
+    d->state_scattered = 1;
+}
+
+/* Collective: copy every other rank's slices of the optimizer state (as the
+ * current buckets cut them) into this rank's memory.  Called by every rank
+ * at the same point between steps: every slice's owner finished writing it
+ * before the last finish returned.  Nobody returns before everyone has
+ * read (the step memory's counter), since a rank may step its own whole
+ * state next. */
+static spmd_status gather_state(spmd_ddp *d) {
+    if (!d->state_scattered) return SPMD_OK;
+    d->state_scattered = 0;
+    if (!d->step_k) return SPMD_OK;
+    int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
+    float *mine = spmd__shm_data(d->step_shm);
+    for (int b = 0; b < d->nbk; b++)
+        for (int q = 0; q < w; q++) {
+            size_t lo, hi, off;
+            if (q == me || !d->bk[b].view) continue;
+            slice_of(d, &d->bk[b], q, &lo, &hi, &off);
+            const float *theirs = spmd__shm_peer(d->step_shm, q);
+            for (size_t k = 1; k <= d->step_k; k++) {   /* past the parameters: each state array */
+                size_t at = k * d->shm_count + off;
+                memcpy(mine + at, theirs + at, (hi - lo) * sizeof(float));
+            }
+        }
+    d->gather_seq++;
+    spmd__shm_post(d->step_shm, SHM_GATHERED, d->gather_seq);
+    return spmd__shm_wait_all(d->step_shm, SHM_GATHERED, d->gather_seq, "read of the optimizer state", d->err,
+                              sizeof d->err);
+}
+
+spmd_status spmd_ddp_gather_state(spmd_ddp *d) {
+    if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "gather_state before finalize") : SPMD_ERR_INVALID;
+    return gather_state(d);
+}
+
 /* Sum my slice of bucket b over every rank's memory, average it, write it to
- * every rank's memory.  Slices are cut at 64-byte boundaries; the sum runs in
- * rank order, so each element's result does not depend on whose slice it is. */
+ * every rank's memory (or, in the sharded step, apply the optimizer to it).
+ * Slices are cut at 64-byte boundaries; the sum runs in rank order, so each
+ * element's result does not depend on whose slice it is. */
 static void shm_reduce_slice(spmd_ddp *d, bucket *b) {
     enum { CHUNK = 2048 }; /* floats: stays in L1 between the sum and the writes */
-    int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
-    size_t per = ((b->count + (size_t)w - 1) / (size_t)w + 15) & ~(size_t)15;
-    size_t lo = per * (size_t)me, hi = lo + per;
-    if (lo > b->count) lo = b->count;
-    if (hi > b->count) hi = b->count;
-    size_t off = (size_t)(b->view - (float *)spmd__shm_data(d->shm)) + lo;
+    int w = spmd_group_size(d->g);
+    size_t lo, hi, off;
+    slice_of(d, b, spmd_group_rank(d->g), &lo, &hi, &off);
+    const int step = step_mode(d);
     float tmp[CHUNK];
     for (size_t i = 0; i < hi - lo; i += CHUNK) {
         size_t n = hi - lo - i < CHUNK ? hi - lo - i : CHUNK;
@@ -297,6 +403,10 @@ static void shm_reduce_slice(spmd_ddp *d, bucket *b) {
         for (int q = 2; q < w; q++)
             spmd__reduce(tmp, (const float *)spmd__shm_peer(d->shm, q) + off + i, n, SPMD_F32, SPMD_SUM);
         spmd__avg_finish(tmp, n, SPMD_F32, w);
+        if (step) {
+            step_slice(d, off + i, n, tmp);
+            continue;
+        }
         for (int q = 0; q < w; q++) memcpy((float *)spmd__shm_peer(d->shm, q) + off + i, tmp, n * sizeof(float));
     }
     b->reduced = 1;
@@ -478,6 +588,22 @@ static spmd_status share_grads(spmd_ddp *d) {
         else layout = (layout ^ (uint64_t)(p->grad - base)) * 1099511628211ull ^ p->count;
     }
     st = spmd__shm_connect(d->shm, layout, &d->shared, d->err, sizeof d->err);
+    if (st || !d->shared) return st;
+    /* the step memory: on every rank or on none, with the same shape */
+    int32_t step[2] = {d->step_shm != NULL, d->step_shm != NULL}, all_step[2] = {0, 0};
+    if (d->step_shm) step[1] = (int32_t)d->step_k;
+    st = spmd_all_reduce(d->g, step, all_step, 2, SPMD_I32, SPMD_MIN);
+    if (!st) {
+        int32_t maxk = 0;
+        st = spmd_all_reduce(d->g, &step[1], &maxk, 1, SPMD_I32, SPMD_MAX);
+        if (!st && all_step[0] && maxk != all_step[1])
+            return fail(d, SPMD_ERR_MISMATCH, "alloc_step: ranks keep different numbers of state arrays (%d to %d)",
+                        all_step[1], maxk);
+    }
+    if (st) return fail(d, st, "sharing the step memory: %s", spmd_group_errmsg(d->g));
+    if (!all_step[0]) return SPMD_OK;
+    st = spmd__shm_connect(d->step_shm, layout ^ (d->step_k + 1) * 0x9e3779b97f4a7c15ull, &d->step_shared, d->err,
+                           sizeof d->err);
     return st;
 }
 
@@ -606,7 +732,9 @@ spmd_status spmd_ddp_finish(spmd_ddp *d) {
     if (!d || !d->finalized) return d ? fail(d, SPMD_ERR_INVALID, "finish before finalize") : SPMD_ERR_INVALID;
     double t0 = now_s();
     spmd_status st = d->sticky;
+    d->stepped = 0;
     if (d->no_sync) {
+        if (!st) st = gather_state(d);   /* the caller may step on its own */
         reset_step(d);
         d->last_wait = 0;
         return st;
@@ -645,6 +773,10 @@ spmd_status spmd_ddp_finish(spmd_ddp *d) {
         st = complete(d, &d->bk[b], 0);
     }
     d->last_wait = now_s() - t0;
+    if (!st && step_mode(d)) d->stepped = 1;
+    /* the caller steps the whole state itself now, or new buckets give
+     * ranks other slices: each rank needs the whole state first */
+    if (!st && (!d->stepped || !d->rebuilt)) st = gather_state(d);
     if (!st && !d->rebuilt) st = rebuild(d, 1);
     reset_step(d);
     d->sticky = SPMD_OK;

@@ -316,7 +316,7 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
     if (m->err == SPMD_OK && !m->acts[m->nacts - 1].flat)
         fail(m, SPMD_ERR_INVALID, "the last layer must give a flat (B, n) output");
     if (m->err == SPMD_OK) {
-        m->param_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
+        m->param_mem = m->own_param_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
         m->grad_mem = m->own_grad_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
         m->buf_mem = m->buf_count ? calloc(m->buf_count, sizeof(float)) : NULL;
         if (!m->param_mem || !m->grad_mem || (m->buf_count && !m->buf_mem))
@@ -617,7 +617,7 @@ void spmd_model_free(spmd_model *m) {
     for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
     for (int i = 0; i < m->nbufs; i++) free((char *)m->bufs[i].name);
     free(m->params); free(m->bufs); free(m->acts); free(m->nodes);
-    free(m->param_mem); free(m->own_grad_mem); free(m->buf_mem);
+    free(m->own_param_mem); free(m->own_grad_mem); free(m->buf_mem);
     free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
     free(m->bn_scratch);
     free(m);
@@ -680,6 +680,14 @@ void spmd_model_use_grad_memory(spmd_model *m, float *mem) {
     m->own_grad_mem = NULL;
     m->grad_mem = mem;
 }
+void spmd_model_use_param_memory(spmd_model *m, float *mem) {
+    if (!m || !mem || mem == m->param_mem) return;
+    memcpy(mem, m->param_mem, sizeof(float) * m->param_count);
+    free(m->own_param_mem);
+    m->own_param_mem = NULL;
+    m->param_mem = mem;
+}
+
 void spmd_model_zero_grad(spmd_model *m) {
     memset(m->grad_mem, 0, sizeof(float) * m->param_count);
     m->grad_stale = 0;

@@ -93,6 +93,7 @@ struct spmd_model {
 
     float *param_mem, *grad_mem, *buf_mem;
     float *own_grad_mem;   /* grad_mem when the model allocated it, else NULL (spmd_model_use_grad_memory) */
+    float *own_param_mem;  /* likewise for param_mem (spmd_model_use_param_memory) */
     float *act_mem, *actgrad_mem, *cache_mem, *col_scratch, *dcol_scratch;
     int bmax;             /* batch the activation memory is sized for */
     int batch;            /* batch of the last forward */

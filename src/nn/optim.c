@@ -13,6 +13,7 @@ struct spmd_optim {
     int64_t steps;
     float *state;
     size_t state_count;
+    float *own_state;   /* state when o allocated it (spmd_optim_use_state_memory) */
 };
 
 spmd_status spmd_optim_create(const spmd_optim_opts *o, size_t n, spmd_optim **out) {
@@ -28,7 +29,7 @@ spmd_status spmd_optim_create(const spmd_optim_opts *o, size_t n, spmd_optim **o
     s->n = n;
     s->state_count = o->kind == SPMD_OPTIM_SGD ? (o->momentum > 0.0f ? n : 0) : 2 * n;
     if (s->state_count) {
-        s->state = calloc(s->state_count, sizeof(float));
+        s->state = s->own_state = calloc(s->state_count, sizeof(float));
         if (!s->state) {
             free(s);
             return SPMD_ERR_NOMEM;
@@ -40,17 +41,18 @@ spmd_status spmd_optim_create(const spmd_optim_opts *o, size_t n, spmd_optim **o
 
 void spmd_optim_free(spmd_optim *o) {
     if (!o) return;
-    free(o->state);
+    free(o->own_state);
     free(o);
 }
 
+/* The kernels update n elements: p, g and the state arrays start at the
+ * first of them (buf: SGD momentum; m, v: Adam's moments). */
 SPMD__VECTOR_CLONES
-static void sgd_step(spmd_optim *s, float *p, const float *g) {
+static void sgd_step(const spmd_optim *s, float *p, const float *g, float *buf, size_t n) {
     const float lr = s->o.lr, wd = s->o.weight_decay, mom = s->o.momentum;
     const float damp = 1.0f - s->o.dampening;
-    float *buf = s->state;
     const int first = s->steps == 0, nest = s->o.nesterov;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         float d = g[i];
         if (wd != 0.0f) d += wd * p[i];
         if (buf) {
@@ -63,15 +65,15 @@ static void sgd_step(spmd_optim *s, float *p, const float *g) {
 }
 
 SPMD__VECTOR_CLONES
-static void adam_step(spmd_optim *s, float *p, const float *g, int decoupled) {
+static void adam_step(const spmd_optim *s, float *p, const float *g, float *m, float *v, size_t n,
+                      int decoupled) {
     const float lr = s->o.lr, wd = s->o.weight_decay, b1 = s->o.beta1, b2 = s->o.beta2;
     const float eps = s->o.eps;
-    float *m = s->state, *v = s->state + s->n;
     const double t = (double)(s->steps + 1);
     const float bc1 = (float)(1.0 - pow(b1, t));
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
     const float step_size = lr / bc1;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         float d = g[i];
         if (decoupled) p[i] *= 1.0f - lr * wd;
         else if (wd != 0.0f) d += wd * p[i];
@@ -82,13 +84,35 @@ static void adam_step(spmd_optim *s, float *p, const float *g, int decoupled) {
     }
 }
 
-void spmd_optim_step(spmd_optim *o, float *params, const float *grads) {
+void spmd_optim_update(spmd_optim *o, float *params, const float *grad, size_t offset, size_t count) {
+    if (!o || !count || offset > o->n || count > o->n - offset) return;
+    float *p = params + offset, *st = o->state ? o->state + offset : NULL;
     switch (o->o.kind) {
-    case SPMD_OPTIM_SGD: sgd_step(o, params, grads); break;
-    case SPMD_OPTIM_ADAM: adam_step(o, params, grads, 0); break;
-    case SPMD_OPTIM_ADAMW: adam_step(o, params, grads, 1); break;
+    case SPMD_OPTIM_SGD: sgd_step(o, p, grad, st, count); break;
+    case SPMD_OPTIM_ADAM: adam_step(o, p, grad, st, st + o->n, count, 0); break;
+    case SPMD_OPTIM_ADAMW: adam_step(o, p, grad, st, st + o->n, count, 1); break;
     }
-    o->steps++;
+}
+
+void spmd_optim_step_done(spmd_optim *o) {
+    if (o) o->steps++;
+}
+
+void spmd_optim_step(spmd_optim *o, float *params, const float *grads) {
+    spmd_optim_update(o, params, grads, 0, o->n);
+    spmd_optim_step_done(o);
+}
+
+int spmd_optim_state_arrays(const spmd_optim *o) {
+    return o && o->n ? (int)(o->state_count / o->n) : 0;
+}
+
+void spmd_optim_use_state_memory(spmd_optim *o, float *mem) {
+    if (!o || !mem || !o->state_count || mem == o->state) return;
+    memcpy(mem, o->state, sizeof(float) * o->state_count);
+    free(o->own_state);
+    o->own_state = NULL;
+    o->state = mem;
 }
 
 const char *spmd_optim_name(const spmd_optim *o) {

@@ -2,8 +2,9 @@
  * world 2 under spmdrun (needs Fashion-MNIST; exits 77, "skipped", without it).
  *
  *   paths        the DDP reducer (overlapped, --no-overlap, --bucket-cap-mb
- *                0.1; gradients summed in shared memory, the default here,
- *                and --no-shared-grads through the all_reduce) and --sync
+ *                0.1; gradients summed in shared memory and the optimizer
+ *                step sharded, the default here, --no-shard-step, and
+ *                --no-shared-grads through the all_reduce) and --sync
  *                average give bit-identical checkpoints after
  *                a few CNN steps (at world 2 every path sums the same two
  *                numbers per element and divides by 2), and every run passes
@@ -143,6 +144,7 @@ static void test_paths(void) {
     CHECK_MSG(cnn_run("nooverlap", "--no-overlap", NULL) == 0, "--no-overlap run failed");
     CHECK_MSG(cnn_run("smallbuckets", "--bucket-cap-mb", "0.1") == 0, "--bucket-cap-mb 0.1 run failed");
     CHECK_MSG(cnn_run("private", "--no-shared-grads", NULL) == 0, "--no-shared-grads run failed");
+    CHECK_MSG(cnn_run("unsharded", "--no-shard-step", NULL) == 0, "--no-shard-step run failed");
     /* the default linear scaling at world 2 is lr 0.01 x 2 */
     CHECK_MSG(cnn_run4("unscaled", "--lr-scaling", "none", "--lr", "0.02") == 0, "--lr-scaling none run failed");
     CHECK_MSG(cnn_run("halved", "--lr-scaling", "none") == 0, "--lr-scaling none run failed");
@@ -152,8 +154,8 @@ static void test_paths(void) {
     double dh = max_diff(b, a);
     printf("lr 0.01 unscaled vs ddp: max relative difference %g\n", dh);
     CHECK_MSG(dh > 1e-4, "--lr-scaling none should change the run, got %g", dh);
-    const char *others[] = {"average", "nooverlap", "smallbuckets", "private", "unscaled"};
-    for (int i = 0; i < 5; i++) {
+    const char *others[] = {"average", "nooverlap", "smallbuckets", "private", "unsharded", "unscaled"};
+    for (int i = 0; i < 6; i++) {
         ckpt_file(b, sizeof b, others[i]);
         double d = max_diff(b, a);
         printf("%-12s vs ddp: max relative difference %g\n", others[i], d);
@@ -262,10 +264,12 @@ static void test_resume(void) {
 }
 
 static void test_check_sync(void) {
-    /* rank r trains with lr 0.01 * (r + 1): the replicas part after step 1 */
+    /* rank r trains with lr 0.01 * (r + 1): the replicas part after step 1.
+     * (Not with the sharded step: there each rank steps its share of every
+     * replica with its own lr, and the replicas stay equal.) */
     char *differ[] = {"spmdrun", "--standalone", "--nproc-per-node", "2", "/bin/sh", "-c",
                       "exec \"$0\" --model mlp --batch-size 8 --train-samples 64 --steps 2 --no-eval "
-                      "--quiet --check-sync --lr 0.0$((RANK + 1))",
+                      "--quiet --check-sync --no-shard-step --lr 0.0$((RANK + 1))",
                       SPMD_TRAIN_EXE, NULL};
     int rc = spmdrun(differ);
     printf("diverged replicas: spmdrun exit status %d\n", rc);
