@@ -11,7 +11,9 @@
 #   spmd  DDP                 spmdrun -n 2 spmd-train   (the reducer, overlapped,
 #                             1 MiB buckets: fc1's gradient is reduced while the
 #                             convolutions' backward runs; the ranks share one
-#                             host, so buckets are summed in shared memory)
+#                             host, so buckets are summed in shared memory
+#                             and each rank steps the slices it sums)
+#   spmd  DDP --no-shard-step every rank runs the whole optimizer step
 #   spmd  DDP --no-shared-grads   the same buckets through the group's all_reduce
 #                             (TCP, and cross-memory attach where it waits)
 #   spmd  DDP --no-overlap    every bucket reduced after backward
@@ -68,6 +70,7 @@ COMMON="--model cnn --batch-size 16 --steps $STEPS --no-eval --quiet --threads 1
 CONFIGS="spmd1|$TRAIN $COMMON
 ddp|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON
 ddp_noov|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-overlap
+ddp_noshard|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-shard-step
 ddp_allred|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --no-shared-grads
 ddp_cap25|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --bucket-cap-mb 25
 average|$SPMDRUN --standalone --nproc-per-node 2 $TRAIN $COMMON --sync average
@@ -98,6 +101,7 @@ echo "$CONFIGS" | while IFS='|' read -r name cmd; do
         spmd1) label="spmd-train, 1 process" ;;
         ddp) label="spmd-train DDP, world 2" ;;
         ddp_noov) label="  --no-overlap" ;;
+        ddp_noshard) label="  --no-shard-step" ;;
         ddp_allred) label="  --no-shared-grads" ;;
         ddp_cap25) label="  --bucket-cap-mb 25" ;;
         average) label="  --sync average" ;;
@@ -119,6 +123,7 @@ echo "  per round (paired):              $(echo "$paired" | awk '{a[NR]=$1} END 
      "  (rounds: $(echo "$paired" | paste -sd' '))"
 echo "scaling efficiency, torch:         $(ratio "$T2" "$((2 * T1))")"
 echo "overlap / --no-overlap:            $(ratio "$S2" "$SN")"
+echo "sharded step / --no-shard-step:    $(ratio "$S2" "$(median ddp_noshard)")"
 echo "shared gradients / all_reduce:     $(ratio "$S2" "$(median ddp_allred)")"
 echo
 echo "per-step breakdown of each configuration's median run (rank 0):"
