@@ -5,6 +5,7 @@
  *   spmd_ddp *d;  spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
  *   spmd_ddp_create(g, &o, &d);
  *   optionally spmd_ddp_alloc_grads(d, n, &grads): the model's gradients, shared
+ *     and then spmd_ddp_alloc_step(d, k, fn, ctx, &params, &state): the sharded step
  *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n, SPMD_F32);
  *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n, SPMD_F32);
  *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
@@ -12,7 +13,7 @@
  *     spmd_ddp_prepare(d);     // start of the step (re-broadcasts buffers if asked)
  *     forward; backward, calling spmd_ddp_grad_ready(d, i) as parameter i's gradient is final
  *     spmd_ddp_finish(d);      // waits for every bucket: gradients are now averaged in place
- *     optimizer step
+ *     optimizer step           // (unless spmd_ddp_stepped(d): the reducer did it)
  *   when a rank runs out of data early: spmd_ddp_join(d) (see below)
  *   spmd_ddp_free(d);
  *
