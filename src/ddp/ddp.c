@@ -589,18 +589,15 @@ static spmd_status share_grads(spmd_ddp *d) {
     }
     st = spmd__shm_connect(d->shm, layout, &d->shared, d->err, sizeof d->err);
     if (st || !d->shared) return st;
-    /* the step memory: on every rank or on none, with the same shape */
-    int32_t step[2] = {d->step_shm != NULL, d->step_shm != NULL}, all_step[2] = {0, 0};
-    if (d->step_shm) step[1] = (int32_t)d->step_k;
-    st = spmd_all_reduce(d->g, step, all_step, 2, SPMD_I32, SPMD_MIN);
-    if (!st) {
-        int32_t maxk = 0;
-        st = spmd_all_reduce(d->g, &step[1], &maxk, 1, SPMD_I32, SPMD_MAX);
-        if (!st && all_step[0] && maxk != all_step[1])
-            return fail(d, SPMD_ERR_MISMATCH, "alloc_step: ranks keep different numbers of state arrays (%d to %d)",
-                        all_step[1], maxk);
-    }
+    /* the step memory: on every rank or on none, with the same shape
+     * (one MIN gives the least k and, negated, the greatest) */
+    int32_t k = d->step_shm ? (int32_t)d->step_k : 0;
+    int32_t step[3] = {d->step_shm != NULL, k, -k}, all_step[3] = {0, 0, 0};
+    st = spmd_all_reduce(d->g, step, all_step, 3, SPMD_I32, SPMD_MIN);
     if (st) return fail(d, st, "sharing the step memory: %s", spmd_group_errmsg(d->g));
+    if (all_step[0] && all_step[1] != -all_step[2])
+        return fail(d, SPMD_ERR_MISMATCH, "alloc_step: ranks keep different numbers of state arrays (%d to %d)",
+                    all_step[1], -all_step[2]);
     if (!all_step[0]) return SPMD_OK;
     st = spmd__shm_connect(d->step_shm, layout ^ (d->step_k + 1) * 0x9e3779b97f4a7c15ull, &d->step_shared, d->err,
                            sizeof d->err);

@@ -673,19 +673,20 @@ float *spmd_model_buffers(spmd_model *m, size_t *count) {
     if (count) *count = m->buf_count;
     return m->buf_mem;
 }
+/* Move n floats from *cur to the caller's mem, freeing *own (the model's
+ * allocation, if *cur still is it). */
+static void adopt_memory(float **cur, float **own, float *mem, size_t n) {
+    if (!mem || mem == *cur) return;
+    memcpy(mem, *cur, sizeof(float) * n);
+    free(*own);
+    *own = NULL;
+    *cur = mem;
+}
 void spmd_model_use_grad_memory(spmd_model *m, float *mem) {
-    if (!m || !mem || mem == m->grad_mem) return;
-    memcpy(mem, m->grad_mem, sizeof(float) * m->param_count);
-    free(m->own_grad_mem);
-    m->own_grad_mem = NULL;
-    m->grad_mem = mem;
+    if (m) adopt_memory(&m->grad_mem, &m->own_grad_mem, mem, m->param_count);
 }
 void spmd_model_use_param_memory(spmd_model *m, float *mem) {
-    if (!m || !mem || mem == m->param_mem) return;
-    memcpy(mem, m->param_mem, sizeof(float) * m->param_count);
-    free(m->own_param_mem);
-    m->own_param_mem = NULL;
-    m->param_mem = mem;
+    if (m) adopt_memory(&m->param_mem, &m->own_param_mem, mem, m->param_count);
 }
 
 void spmd_model_zero_grad(spmd_model *m) {

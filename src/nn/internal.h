@@ -167,7 +167,8 @@ void spmd__linear_backward(float *dinp, float *dw, float *db, const float *dout,
                            int acc_w);
 
 /* Max-pool backward followed by the backward of the ReLU before it, from the
- * pool's output: dinp is the ReLU's input gradient. */
+ * pool's output: dinp is the ReLU's input gradient (out NULL: no ReLU, as
+ * spmd_maxpool_backward). */
 void spmd__maxpool_relu_backward(float *dinp, const float *dout, const float *out,
                                  const int32_t *idx, int planes, int h, int w, int k, int acc);
 

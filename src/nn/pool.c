@@ -62,8 +62,8 @@ void spmd_maxpool_forward(float *out, int32_t *idx, const float *inp, int planes
 
 /* Scatter dout to the argmax positions; with out, only where the pooled
  * value is positive (the ReLU before the pool). */
-static void pool_backward(float *dinp, const float *dout, const float *out, const int32_t *idx,
-                          int planes, int h, int w, int k, int acc) {
+void spmd__maxpool_relu_backward(float *dinp, const float *dout, const float *out,
+                                 const int32_t *idx, int planes, int h, int w, int k, int acc) {
     const int oh = h / k, ow = w / k;
     if (!acc) memset(dinp, 0, sizeof(float) * (size_t)planes * h * w);
     for (int p = 0; p < planes; p++) {
@@ -80,12 +80,7 @@ static void pool_backward(float *dinp, const float *dout, const float *out, cons
 
 void spmd_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, int planes, int h,
                            int w, int k, int acc) {
-    pool_backward(dinp, dout, NULL, idx, planes, h, w, k, acc);
-}
-
-void spmd__maxpool_relu_backward(float *dinp, const float *dout, const float *out,
-                                 const int32_t *idx, int planes, int h, int w, int k, int acc) {
-    pool_backward(dinp, dout, out, idx, planes, h, w, k, acc);
+    spmd__maxpool_relu_backward(dinp, dout, NULL, idx, planes, h, w, k, acc);
 }
 
 void spmd_gap_forward(float *out, const float *inp, int C, int B, int HW) {
