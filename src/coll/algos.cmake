@@ -22,5 +22,5 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_linear.c
   ${CMAKE_CURRENT_LIST_DIR}/barrier_dissemination.c
   ${CMAKE_CURRENT_LIST_DIR}/select.c
-  ${CMAKE_CURRENT_LIST_DIR}/api.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )

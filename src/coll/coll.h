@@ -9,9 +9,10 @@
  * honours the group's deadline and abort signal (a dead peer anywhere in the
  * group, or an error reported by another rank).
  *
- * Layering: patterns (pure peer/chunk math, pattern.h) → this transfer API →
- * algorithm files (one per algorithm) → select.c (the table) → api.c (public
- * functions: validation, then submit to the group's executor).
+ * Layering: patterns (pure peer/chunk math, pattern.h) → the transport's
+ * transfer API (transport/xfer.h) → algorithm files (one per algorithm) →
+ * select.c (the table).  The public functions (validation, then submission
+ * to the executor) live above, in group/coll_api.c.
  */
 #ifndef SPMD_COLL_H
 #define SPMD_COLL_H
@@ -20,21 +21,7 @@
 #include <stdint.h>
 #include "spmd/group.h"
 #include "common/common.h"
-
-typedef enum {
-    SPMD__C_BARRIER = 1,
-    SPMD__C_BROADCAST,
-    SPMD__C_REDUCE,
-    SPMD__C_ALL_REDUCE,
-    SPMD__C_GATHER,
-    SPMD__C_ALL_GATHER,      /* flat buffer, or a list when recvbufs != NULL */
-    SPMD__C_SCATTER,
-    SPMD__C_REDUCE_SCATTER,
-    SPMD__C_ALL_TO_ALL,      /* equal splits, or uneven when sendcounts != NULL */
-    SPMD__C_KIND_COUNT
-} spmd__coll_kind;
-
-const char *spmd__coll_kind_name(spmd__coll_kind k); /* "all_reduce", ... */
+#include "transport/xfer.h"
 
 /* One collective call, as validated by api.c.  Arrays (recvbufs, counts,
  * displacements) are owned by the args (copied at submission). */
@@ -51,44 +38,17 @@ typedef struct {
     char algo[32];           /* requested algorithm name, "" = select.c decides */
 } spmd__coll_args;
 
-typedef struct spmd__coll_ctx spmd__coll_ctx;
-
-/* What every algorithm may read.  (The rest of the context is private to the
- * executor in src/group/.) */
+/* What every algorithm may read of the running collective. */
 int spmd__ctx_rank(const spmd__coll_ctx *c);
 int spmd__ctx_world(const spmd__coll_ctx *c);
 /* Pipelining unit in bytes (SPMD_SEGMENT_BYTES, default 1 MiB; tests set it
  * small to reach multi-segment paths).  Always >= 64 and a multiple of 64. */
 size_t spmd__ctx_segment_bytes(const spmd__coll_ctx *c);
 
-/* One message to or from a peer (a rank of this group, never ourselves). */
-typedef struct {
-    int peer;
-    void *buf;
-    size_t len;
-} spmd__xfer_op;
-
-/* Progress all sends and receives together until every one is complete
- * (sends and receives to the same peer are fine; a ring where everyone sends
- * first does not deadlock).  Messages between a pair of ranks are matched in
- * order.  A received header that does not match (other collective, other
- * sequence number, other descriptor, other length) fails with
- * SPMD_ERR_MISMATCH naming both ranks. */
-spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends,
-                       const spmd__xfer_op *recvs, int nrecvs);
-spmd_status spmd__xsend(spmd__coll_ctx *c, int peer, const void *buf, size_t len);
-spmd_status spmd__xrecv(spmd__coll_ctx *c, int peer, void *buf, size_t len);
-spmd_status spmd__xsendrecv(spmd__coll_ctx *c, int speer, const void *sbuf, size_t slen,
-                            int rpeer, void *rbuf, size_t rlen);
-
 /* Scratch memory owned by the context and reused by later collectives (slots
  * 0..3 are independent buffers).  Contents are undefined on return.  NULL on
  * allocation failure (then return spmd__coll_fail(c, SPMD_ERR_NOMEM, ...)). */
 void *spmd__scratch(spmd__coll_ctx *c, int slot, size_t bytes);
-
-/* Record a detailed message for the current collective and return st. */
-spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)
-    SPMD__PRINTF(3, 4);
 
 /* ---- algorithms and selection (select.c) --------------------------------- */
 typedef spmd_status (*spmd__algo_fn)(spmd__coll_ctx *c, const spmd__coll_args *a);

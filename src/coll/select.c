@@ -83,19 +83,6 @@ static const algo_row TABLE[] = {
 /* clang-format on */
 #define NROWS (sizeof TABLE / sizeof TABLE[0])
 
-static const char *const KIND_NAMES[SPMD__C_KIND_COUNT] = {
-    [SPMD__C_BARRIER] = "barrier",       [SPMD__C_BROADCAST] = "broadcast",
-    [SPMD__C_REDUCE] = "reduce",         [SPMD__C_ALL_REDUCE] = "all_reduce",
-    [SPMD__C_GATHER] = "gather",         [SPMD__C_ALL_GATHER] = "all_gather",
-    [SPMD__C_SCATTER] = "scatter",       [SPMD__C_REDUCE_SCATTER] = "reduce_scatter",
-    [SPMD__C_ALL_TO_ALL] = "all_to_all",
-};
-
-const char *spmd__coll_kind_name(spmd__coll_kind k) {
-    if ((int)k <= 0 || k >= SPMD__C_KIND_COUNT || !KIND_NAMES[k]) return "?";
-    return KIND_NAMES[k];
-}
-
 void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
     size_t used = 0;
     if (outlen) out[0] = '\0';

@@ -11,7 +11,7 @@
  * gradients are copied into a staging buffer as they become ready.
  *
  * Shared gradients (spmd_ddp_alloc_grads, every rank on one host): every
- * rank maps every other's gradient memory (group/shm.h), and a bucket needs
+ * rank maps every other's gradient memory (transport/arena.h), and a bucket needs
  * no message at all.  Each rank owns a slice of the bucket, sums it over the
  * ranks' memories, divides, and writes the result into every rank's memory:
  *
@@ -42,7 +42,7 @@
 #include <string.h>
 #include <time.h>
 #include "coll/reduce.h"
-#include "group/shm.h"
+#include "group/group_internal.h"
 #include "spmd/ddp.h"
 #include "ddp_internal.h"
 
@@ -76,7 +76,7 @@ typedef struct {
     uint32_t seq;
 } bucket;
 
-enum { SHM_READY, SHM_DONE }; /* the two counters of group/shm.h */
+enum { SHM_READY, SHM_DONE }; /* the two counters of transport/arena.h */
 enum { SHM_GATHERED };        /* the step memory's first counter: gather_state's */
 
 struct spmd_ddp {
@@ -179,7 +179,7 @@ spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
     if (!d || !grads) return SPMD_ERR_INVALID;
     *grads = NULL;
     if (d->finalized || d->shm) return fail(d, SPMD_ERR_INVALID, "alloc_grads: only once, before finalize");
-    d->shm = spmd__shm_alloc(d->g, sizeof(float) * (count ? count : 1));
+    d->shm = spmd__group_shm_alloc(d->g, sizeof(float) * (count ? count : 1));
     if (!d->shm) return fail(d, SPMD_ERR_NOMEM, "alloc_grads: cannot allocate %zu floats of shared memory", count);
     d->shm_count = count;
     *grads = spmd__shm_data(d->shm);
@@ -193,7 +193,7 @@ spmd_status spmd_ddp_alloc_step(spmd_ddp *d, size_t state_arrays, spmd_ddp_step_
     if (d->finalized || !d->shm || d->step_shm)
         return fail(d, SPMD_ERR_INVALID, "alloc_step: only once, after alloc_grads and before finalize");
     size_t n = d->shm_count;
-    d->step_shm = spmd__shm_alloc(d->g, sizeof(float) * (n ? n : 1) * (1 + state_arrays));
+    d->step_shm = spmd__group_shm_alloc(d->g, sizeof(float) * (n ? n : 1) * (1 + state_arrays));
     if (!d->step_shm)
         return fail(d, SPMD_ERR_NOMEM, "alloc_step: cannot allocate %zu floats of shared memory", n * (1 + state_arrays));
     d->step_k = state_arrays;
@@ -587,7 +587,7 @@ static spmd_status share_grads(spmd_ddp *d) {
         if (p->grad < base || p->grad + p->count > base + d->shm_count) layout = 0; /* outside: no sharing */
         else layout = (layout ^ (uint64_t)(p->grad - base)) * 1099511628211ull ^ p->count;
     }
-    st = spmd__shm_connect(d->shm, layout, &d->shared, d->err, sizeof d->err);
+    st = spmd__group_shm_connect(d->g, d->shm, layout, &d->shared, d->err, sizeof d->err);
     if (st || !d->shared) return st;
     /* the step memory: on every rank or on none, with the same shape
      * (one MIN gives the least k and, negated, the greatest) */
@@ -599,7 +599,7 @@ static spmd_status share_grads(spmd_ddp *d) {
         return fail(d, SPMD_ERR_MISMATCH, "alloc_step: ranks keep different numbers of state arrays (%d to %d)",
                     all_step[1], -all_step[2]);
     if (!all_step[0]) return SPMD_OK;
-    st = spmd__shm_connect(d->step_shm, layout ^ (d->step_k + 1) * 0x9e3779b97f4a7c15ull, &d->step_shared, d->err,
+    st = spmd__group_shm_connect(d->g, d->step_shm, layout ^ (d->step_k + 1) * 0x9e3779b97f4a7c15ull, &d->step_shared, d->err,
                            sizeof d->err);
     return st;
 }

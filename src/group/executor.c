@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec_internal.h"
+#include "group_internal.h"
 
 struct spmd__exec {
     pthread_mutex_t mu;
@@ -156,7 +156,7 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     if (!e) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    e->ctx.g = g;
+    e->ctx.m = &g->t;
     size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
     e->ctx.segment_bytes = seg & ~(size_t)63;
     /* Busy-polling pays when every rank of the node has a core; when the node

@@ -15,7 +15,6 @@
 #include <unistd.h>
 #include "envinfo.h"
 #include "group_internal.h"
-#include "transport/transport.h"
 
 /* ---- errors and failure -------------------------------------------------- */
 
@@ -30,43 +29,6 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
     snprintf(g->errmsg, sizeof g->errmsg, "%s", buf);
     pthread_mutex_unlock(&g->err_mu);
     return st;
-}
-
-int spmd__group_mark_failed(spmd_group *g, spmd_status st, const char *msg) {
-    pthread_mutex_lock(&g->fail_mu);
-    int first = atomic_load(&g->failed) == 0;
-    if (first) {
-        snprintf(g->fail_msg, sizeof g->fail_msg, "%s", msg);
-        /* peers reading our buffers by CMA must not trust them any more (cma.c) */
-        __atomic_store_n(&g->cma_token, ~g->cma_token, __ATOMIC_SEQ_CST);
-        atomic_store(&g->failed, (int)st);
-        uint64_t one = 1;
-        ssize_t r = write(g->fail_eventfd, &one, sizeof one);
-        (void)r;
-    }
-    pthread_mutex_unlock(&g->fail_mu);
-    if (first) SPMD_LOGI("group %s failed on rank %d: %s", g->name, g->rank, msg);
-    return first;
-}
-
-void spmd__group_fail(spmd_group *g, spmd_status st, int tell_peers, const char *fmt, ...) {
-    char buf[SPMD__ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (!spmd__group_mark_failed(g, st, buf)) return;
-    if (tell_peers) spmd__p2p_broadcast_abort(g, st, buf);
-    spmd__p2p_fail_all(g, st, buf);
-}
-
-spmd_status spmd__group_check(spmd_group *g, char *msg, size_t msglen) {
-    int f = atomic_load(&g->failed);
-    if (!f) return SPMD_OK;
-    pthread_mutex_lock(&g->fail_mu);
-    snprintf(msg, msglen, "group is broken: %s", g->fail_msg);
-    pthread_mutex_unlock(&g->fail_mu);
-    return (spmd_status)f;
 }
 
 int64_t spmd__group_deadline(const spmd_group *g) { return spmd__deadline(g->timeout_ms); }
@@ -98,7 +60,7 @@ void spmd_group_abort(spmd_group *g, const char *reason) {
 }
 
 void spmd_group_set_timeout(spmd_group *g, int timeout_ms) {
-    if (g) g->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms();
+    if (g) g->t.timeout_ms = g->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms();
 }
 
 /* ---- construction ------------------------------------------------------- */
@@ -109,42 +71,31 @@ static spmd_group *group_alloc(int rank, int world) {
     g->rank = rank;
     g->world = world;
     g->local_world = 1;
-    g->fail_eventfd = -1;
-    pthread_mutex_init(&g->fail_mu, NULL);
     pthread_mutex_init(&g->err_mu, NULL);
-    g->p2p_fd = malloc(sizeof(int) * (size_t)world);
-    g->coll_fd = malloc(sizeof(int) * (size_t)world);
-    g->peer_left = calloc((size_t)world, sizeof(atomic_int));
-    g->fail_eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!g->p2p_fd || !g->coll_fd || !g->peer_left || g->fail_eventfd < 0) {
-        free(g->p2p_fd);
-        free(g->coll_fd);
-        free(g->peer_left);
-        if (g->fail_eventfd >= 0) close(g->fail_eventfd);
+    if (spmd__mesh_init(&g->t, rank, world) != SPMD_OK) {
+        pthread_mutex_destroy(&g->err_mu);
         free(g);
         return NULL;
     }
-    for (int i = 0; i < world; i++) g->p2p_fd[i] = g->coll_fd[i] = -1;
     return g;
 }
 
 static void group_free(spmd_group *g) {
-    for (int i = 0; i < g->world; i++) {
-        if (g->p2p_fd[i] >= 0) close(g->p2p_fd[i]);
-        if (g->coll_fd[i] >= 0) close(g->coll_fd[i]);
-    }
+    spmd__mesh_close(&g->t);
     if (g->store) spmd_store_close(g->store);
     if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
     spmd_store_server_stop(g->store_server);
-    close(g->fail_eventfd);
-    free(g->p2p_fd);
-    free(g->coll_fd);
-    free(g->peer_left);
     free(g->parent_ranks);
-    free(g->cma);
-    pthread_mutex_destroy(&g->fail_mu);
     pthread_mutex_destroy(&g->err_mu);
     free(g);
+}
+
+/* The mesh's copy of what it needs to know of the group (name, deadline,
+ * ranks per host). */
+static void mesh_mirror(spmd_group *g) {
+    snprintf(g->t.name, sizeof g->t.name, "%s", g->name);
+    g->t.timeout_ms = g->timeout_ms;
+    g->t.local_world = g->local_world;
 }
 
 /* Agree on the world size and a job id through the (prefixed) store, claim
@@ -152,8 +103,9 @@ static void group_free(spmd_group *g) {
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen) {
     spmd_status st;
     int64_t deadline = spmd__group_deadline(g);
+    mesh_mirror(g);
     if (g->world == 1) { /* nobody to meet */
-        if ((st = spmd__p2p_start(g, err, errlen))) return st;
+        if ((st = spmd__p2p_start(&g->t, err, errlen))) return st;
         return spmd__exec_start(g, err, errlen);
     }
     spmd_store_set_timeout(g->store, g->timeout_ms);
@@ -186,21 +138,18 @@ spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err,
         snprintf(val, sizeof val, "%016llx", (unsigned long long)id);
         if ((st = spmd_store_set(g->store, "job_id", val, strlen(val))))
             return spmd__fail(err, errlen, st, "rank 0: store: %s", spmd_store_errmsg(g->store));
-        g->job_id = id;
+        g->t.job_id = id;
     } else {
         void *v = NULL;
         size_t vl = 0;
         if ((st = spmd_store_get(g->store, "job_id", &v, &vl)))
             return spmd__fail(err, errlen, st, "rank %d: waiting for rank 0 to publish the job id: %s", g->rank,
                               spmd_store_errmsg(g->store));
-        g->job_id = strtoull((const char *)v, NULL, 16);
+        g->t.job_id = strtoull((const char *)v, NULL, 16);
         free(v);
     }
-    int *fds[2] = {g->p2p_fd, g->coll_fd};
-    if ((st = spmd__mesh_build(g->store, g->rank, g->world, g->job_id, 2, bind_host, fds, deadline, err, errlen)))
-        return st;
-    if ((st = spmd__cma_negotiate(g, deadline, err, errlen))) return st;
-    if ((st = spmd__p2p_start(g, err, errlen))) return st;
+    if ((st = spmd__mesh_connect(&g->t, g->store, bind_host, deadline, err, errlen))) return st;
+    if ((st = spmd__p2p_start(&g->t, err, errlen))) return st;
     if ((st = spmd__exec_start(g, err, errlen))) return st;
     return SPMD_OK;
 }
@@ -368,7 +317,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     return SPMD_OK;
 fail:
     spmd__exec_stop(g);
-    spmd__p2p_stop(g);
+    spmd__p2p_stop(&g->t);
     group_free(g);
     return st;
 }
@@ -376,7 +325,7 @@ fail:
 void spmd_group_destroy(spmd_group *g) {
     if (!g) return;
     spmd__exec_stop(g);
-    spmd__p2p_stop(g);
+    spmd__p2p_stop(&g->t);
     group_free(g);
 }
 

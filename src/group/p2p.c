@@ -1,5 +1,5 @@
 /* p2p.c — the public point-to-point calls: validate, make a work handle,
- * post it to the progress engine (progress.c).  Blocking calls are the async
+ * post it to the transport's p2p engine (transport/p2p_engine.c).  Blocking calls are the async
  * call plus a wait with the group's deadline. */
 #include <stdio.h>
 #include "group_internal.h"
@@ -23,16 +23,18 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
         return spmd__group_error(g, SPMD_ERR_INVALID, "%s: tag %d must be >= 0", what, tag);
     spmd_work *w = spmd__work_new(g, kind);
     if (!w) return spmd__group_error(g, SPMD_ERR_NOMEM, "%s: out of memory", what);
-    w->buf = (void *)buf;
-    w->len = count * es;
-    w->peer = peer;
-    w->poll_peer = peer;
-    w->tag = tag;
-    spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(g, w) : spmd__p2p_post_recv(g, w);
+    w->req.buf = (void *)buf;
+    w->req.len = count * es;
+    w->req.peer = peer;
+    w->req.poll_peer = peer;
+    w->req.tag = tag;
+    char err[SPMD__ERRLEN];
+    spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
+                                          : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);
     if (st) {
         spmd__work_complete(w, st, NULL);
         spmd_work_free(w);
-        return st;
+        return spmd__group_error(g, st, "%s", err);
     }
     *out = w;
     return SPMD_OK;

@@ -66,7 +66,7 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
     if (!st) st = spmd__group_connect(s, s->bind_host, err, sizeof err);
     if (st) {
         spmd__exec_stop(s);
-        spmd__p2p_stop(s);
+        spmd__p2p_stop(&s->t);
         spmd__group_free_sub(s);
         return spmd__group_error(g, st, "new_subgroup: %s", err);
     }

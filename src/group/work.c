@@ -1,22 +1,30 @@
 /* work.c — work handles: one per async operation, completed exactly once by
- * whoever finishes the operation (progress thread, executor, or an error
- * path), waited on by the user.  Waiters spin briefly before sleeping: most
- * small operations finish within microseconds. */
+ * whoever finishes the operation (the transport's p2p engine, the executor,
+ * or an error path), waited on by the user.  Waiters spin briefly before
+ * sleeping: most small operations finish within microseconds. */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "group_internal.h"
 
+/* The engine completes the request embedded first in the work. */
+static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
+    spmd__work_complete((spmd_work *)(void *)((char *)r - offsetof(spmd_work, req)), st, msg);
+}
+
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
     spmd_work *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->kind = kind;
     w->g = g;
-    w->source = -1;
-    w->tag = -1;
+    w->req.send = kind == SPMD__W_SEND;
+    w->req.source = -1;
+    w->req.tag = -1;
+    w->req.complete = req_complete;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -37,23 +45,44 @@ void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg) {
 
 spmd_status spmd_work_test(spmd_work *w) {
     if (!w) return SPMD_ERR_INVALID;
-    if (!atomic_load_explicit(&w->done, memory_order_acquire)) return SPMD_ERR_AGAIN;
+    if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+        if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
+        if (!atomic_load_explicit(&w->done, memory_order_acquire)) return SPMD_ERR_AGAIN;
+    }
     pthread_mutex_lock(&w->mu); /* pairs with the completer's unlock */
     spmd_status st = w->status;
     pthread_mutex_unlock(&w->mu);
     return st;
 }
 
+/* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
+ * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
+ * so spin longer there, yielding the core when ranks outnumber cores. */
+static void spin_p2p(spmd_work *w) {
+    spmd__mesh *m = &w->g->t;
+    uint64_t spin_ns = m->shm ? 200000 : 50000;
+    uint64_t spin_until = spmd__now_ns() + spin_ns;
+    spmd__p2p_spin_begin(m);
+    for (unsigned i = 0; !atomic_load_explicit(&w->done, memory_order_acquire); i++) {
+        spmd__p2p_poll(m, w->req.poll_peer);
+        if ((i & 63) == 63) {
+            if (spmd__now_ns() >= spin_until) break;
+            sched_yield(); /* let the progress thread or the peer rank run */
+        }
+    }
+    spmd__p2p_spin_end(m);
+}
+
 spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
     if (!w) return SPMD_ERR_INVALID;
     if (timeout_ms < 0) timeout_ms = w->g ? w->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS;
-    if (w->kind == SPMD__W_COLL && !atomic_load_explicit(&w->done, memory_order_acquire)) spmd__exec_help(w);
-    /* Spin for a few tens of microseconds, driving the p2p sockets ourselves:
-     * cheaper than a sleep/wake pair for small messages. */
-    uint64_t spin_until = spmd__now_ns() + (w->kind == SPMD__W_COLL ? 20000 : 50000);
-    while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until) {
-        if (w->kind != SPMD__W_COLL) spmd__p2p_poll(w->g, w->poll_peer);
-        sched_yield(); /* let the progress thread or the peer rank run */
+    if (w->kind == SPMD__W_COLL) {
+        if (!atomic_load_explicit(&w->done, memory_order_acquire)) spmd__exec_help(w);
+        uint64_t spin_until = spmd__now_ns() + 20000;
+        while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until)
+            sched_yield();
+    } else if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+        spin_p2p(w);
     }
     int64_t deadline = spmd__deadline(timeout_ms);
     pthread_mutex_lock(&w->mu);
@@ -78,8 +107,8 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
 }
 
 const char *spmd_work_errmsg(const spmd_work *w) { return w ? w->errmsg : "no work handle"; }
-int spmd_work_source(const spmd_work *w) { return w ? w->source : -1; }
-int spmd_work_tag(const spmd_work *w) { return w ? w->tag : -1; }
+int spmd_work_source(const spmd_work *w) { return w ? w->req.source : -1; }
+int spmd_work_tag(const spmd_work *w) { return w ? w->req.tag : -1; }
 
 void spmd_work_free(spmd_work *w) {
     if (!w) return;
@@ -87,7 +116,7 @@ void spmd_work_free(spmd_work *w) {
      * or touch the handle.  A receive nobody will ever match is cancelled;
      * anything else is waited for (sends drain or fail with their peer,
      * collectives have deadlines). */
-    if (w->kind != SPMD__W_COLL && !atomic_load(&w->done)) spmd__p2p_cancel(w->g, w);
+    if (w->kind != SPMD__W_COLL && !atomic_load(&w->done)) spmd__p2p_cancel(&w->g->t, &w->req);
     pthread_mutex_lock(&w->mu);
     while (!atomic_load_explicit(&w->done, memory_order_acquire)) pthread_cond_wait(&w->cv, &w->mu);
     pthread_mutex_unlock(&w->mu);

@@ -1,4 +1,4 @@
-/* Cross-memory attach (src/group/cma.c, xfer.c): ranks on one kernel agree to
+/* Cross-memory attach (src/transport/cma.c, xfer.c): ranks on one kernel agree to
  * read large collective messages from each other's memory, a rank started
  * with SPMD_CMA=0 keeps every pair it is in on TCP, and in both cases
  * messages above and below the CMA threshold, several per peer in one call
@@ -57,8 +57,8 @@ static int check_pairs(spmd_group *g, int rank, int w, int off_rank) {
     for (int p = 0; p < w; p++) {
         if (p == rank) continue;
         int want = cma_works && rank != off_rank && p != off_rank;
-        if (g->cma[p].ok != want) {
-            fprintf(stderr, "rank %d: pair with rank %d: cma %d, want %d\n", rank, p, g->cma[p].ok, want);
+        if (g->t.cma[p].ok != want) {
+            fprintf(stderr, "rank %d: pair with rank %d: cma %d, want %d\n", rank, p, g->t.cma[p].ok, want);
             return 1;
         }
     }
@@ -120,16 +120,16 @@ static int failed_group(int rank, int w, void *arg) {
     (void)w;
     spmd_group *g = join_group(rank);
     if (!g) return 1;
-    RREQUIRE(g->cma[1 - rank].ok == cma_works);
+    RREQUIRE(g->t.cma[1 - rank].ok == cma_works);
     if (!cma_works) {
         spmd_group_destroy(g);
         return 0;
     }
     char buf[8];
     char err[256];
-    uint64_t peer_token_addr = g->cma[1 - rank].token_addr;
+    uint64_t peer_token_addr = g->t.cma[1 - rank].token_addr;
     /* before: the peer's memory reads fine */
-    RREQUIRE(spmd__cma_read(g, 1 - rank, buf, peer_token_addr, sizeof buf, err, sizeof err) == SPMD_OK);
+    RREQUIRE(spmd__cma_read(&g->t, 1 - rank, buf, peer_token_addr, sizeof buf, err, sizeof err) == SPMD_OK);
     RREQUIRE(spmd_barrier(g) == SPMD_OK);
     void *v = NULL;
     size_t n = 0;
@@ -142,7 +142,7 @@ static int failed_group(int rank, int w, void *arg) {
         /* the abort reaches us: wait for our group to fail */
         while (spmd_barrier(g) == SPMD_OK) {
         }
-        spmd_status st = spmd__cma_read(g, 0, buf, peer_token_addr, sizeof buf, err, sizeof err);
+        spmd_status st = spmd__cma_read(&g->t, 0, buf, peer_token_addr, sizeof buf, err, sizeof err);
         if (st == SPMD_OK || !strstr(err, "token")) {
             fprintf(stderr, "rank 1: read after rank 0 failed: %d %s\n", st, err);
             return 1;

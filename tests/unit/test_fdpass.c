@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "common/common.h"
-#include "group/fdpass.h"
+#include "transport/fdpass.h"
 #include "harness.h"
 
 static uint64_t nonce;

@@ -1,7 +1,7 @@
-/* shm.c — memory shared by the ranks of one host (see shm.h).
+/* arena.c — memory shared by the ranks of one host (see arena.h).
  *
  * Each rank's arena is a memfd: a control page, then the data.  To connect,
- * ranks all_gather (pid, listener nonce, size, layout, kernel) and, when all
+ * ranks all_gather (through the caller's collectives, arena.h) (pid, listener nonce, size, layout, kernel) and, when all
  * run under one kernel and agree, hand each other their memfds over abstract
  * Unix sockets (fdpass.h: no ptrace permission needed, only processes of the
  * group are served) and map them.  An all_reduce of the outcome then tells
@@ -29,9 +29,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "arena.h"
 #include "fdpass.h"
-#include "group_internal.h"
-#include "shm.h"
+#include "mesh.h"
 
 #define CTRL_BYTES 4096
 #define SHM_MAGIC 0x73706d6473686d31ull /* "spmdshm1" */
@@ -48,7 +48,7 @@ typedef struct {
 _Static_assert(sizeof(ctrl_page) <= CTRL_BYTES, "control page too small");
 
 struct spmd__shm {
-    spmd_group *g;
+    spmd__mesh *g;
     size_t bytes, map_len;
     int fd;
     unsigned char *base;      /* own mapping: control page + data */
@@ -62,7 +62,7 @@ enum { F_OK_, F_PID, F_NONCE, F_BYTES, F_LAYOUT, F_KERNEL, NF };
 
 static ctrl_page *ctrl_of(unsigned char *base) { return (ctrl_page *)(void *)base; }
 
-spmd__shm *spmd__shm_alloc(spmd_group *g, size_t bytes) {
+spmd__shm *spmd__shm_alloc(spmd__mesh *g, size_t bytes) {
     if (!g) return NULL;
     spmd__shm *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -122,11 +122,6 @@ void spmd__shm_free(spmd__shm *s) {
     free(s);
 }
 
-static int sharing_wanted(void) {
-    const char *e = getenv("SPMD_SHM");
-    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0));
-}
-
 /* This kernel, as a number (0 when unknown): ranks share only under one. */
 static uint64_t kernel_id(void) {
     char boot[SPMD__BOOT_ID_LEN];
@@ -155,21 +150,19 @@ static int map_peer(spmd__shm *s, int r, int fd) {
 /* Every rank hands its memfd to every other (fdpass.h): connect to all,
  * agree that all connections stand, then serve and receive.  1 when this
  * rank mapped every peer's arena. */
-static int exchange(spmd__shm *s, int lfd, int all_ok, char *err, size_t errlen, spmd_status *st) {
-    spmd_group *g = s->g;
+static int exchange(spmd__shm *s, const spmd__shm_colls *cl, int lfd, int all_ok, char *err, size_t errlen,
+                    spmd_status *st) {
+    spmd__mesh *g = s->g;
     const int64_t *all = s->gather;
     int32_t ok = all_ok, connected = 0;
     for (int r = 0; r < g->world && ok; r++)
         if (r != g->rank && (s->conn[r] = spmd__fdpass_connect((int)all[r * NF + F_PID], (uint64_t)all[r * NF + F_NONCE])) < 0)
             ok = 0;
     /* every connection is queued at its listener before anyone serves */
-    *st = spmd_all_reduce(g, &ok, &connected, 1, SPMD_I32, SPMD_MIN);
-    if (*st) {
-        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
-        return 0;
-    }
+    *st = cl->all_min(cl->ctx, ok, &connected, err, errlen);
+    if (*st) return 0;
     if (!connected) return 0;
-    int64_t deadline = spmd__group_deadline(g);
+    int64_t deadline = spmd__mesh_deadline(g);
     int npids = 0;
     for (int r = 0; r < g->world; r++)
         if (r != g->rank) s->pids[npids++] = (int)all[r * NF + F_PID];
@@ -185,21 +178,21 @@ static int exchange(spmd__shm *s, int lfd, int all_ok, char *err, size_t errlen,
     return 1;
 }
 
-spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *err, size_t errlen) {
+spmd_status spmd__shm_connect(spmd__shm *s, const spmd__shm_colls *cl, uint64_t layout, int *shared, char *err,
+                              size_t errlen) {
     if (!s || !shared) return SPMD_ERR_INVALID;
-    spmd_group *g = s->g;
+    spmd__mesh *g = s->g;
     *shared = 0;
     if (g->world == 1) return SPMD_OK;
     if (s->fd < 0) return SPMD_ERR_INVALID; /* connected already */
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid() << 32;
     uint64_t kid = kernel_id();
-    int lfd = layout && kid && sharing_wanted() ? spmd__fdpass_listen(nonce, g->world) : -1;
+    int lfd = layout && kid && spmd__transport_wants_shm() ? spmd__fdpass_listen(nonce, g->world) : -1;
     int64_t mine[NF] = {lfd >= 0, getpid(), (int64_t)nonce, (int64_t)s->map_len, (int64_t)layout, (int64_t)kid};
     int64_t *all = s->gather;
-    spmd_status st = spmd_all_gather(g, mine, all, NF, SPMD_I64);
+    spmd_status st = cl->all_gather(cl->ctx, mine, all, NF, err, errlen);
     if (st) {
-        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
         if (lfd >= 0) close(lfd);
         return st;
     }
@@ -210,17 +203,16 @@ spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *
             all_ok = 0;
     }
     s->peer[g->rank] = s->base;
-    int32_t ok = exchange(s, lfd, all_ok, err, errlen, &st);
+    int32_t ok = exchange(s, cl, lfd, all_ok, err, errlen, &st);
     for (int r = 0; r < g->world; r++)
         if (s->conn[r] >= 0) { close(s->conn[r]); s->conn[r] = -1; }
     if (lfd >= 0) close(lfd);
     int32_t every = 0;
-    if (!st) st = spmd_all_reduce(g, &ok, &every, 1, SPMD_I32, SPMD_MIN);
+    if (!st) st = cl->all_min(cl->ctx, ok, &every, err, errlen);
     /* every rank has received what it could: the memfd can go */
     close(s->fd);
     s->fd = -1;
     if (st) {
-        snprintf(err, errlen, "sharing memory: %s", spmd_group_errmsg(g));
         unmap_peers(s);
         return st;
     }
@@ -251,8 +243,8 @@ int spmd__shm_all_reached(spmd__shm *s, int k, uint32_t v) {
 }
 
 spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what, char *err, size_t errlen) {
-    spmd_group *g = s->g;
-    int64_t deadline = spmd__group_deadline(g);
+    spmd__mesh *g = s->g;
+    int64_t deadline = spmd__mesh_deadline(g);
     for (int r = 0; r < g->world; r++) {
         _Atomic uint32_t *c = counter(s->peer[r], k);
         for (int spins = 0;; spins++) {
@@ -265,7 +257,7 @@ spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what
                 continue;
             }
             char msg[SPMD__ERRLEN];
-            spmd_status st = spmd__group_check(g, msg, sizeof msg);
+            spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
             if (st) {
                 snprintf(err, errlen, "rank %d: waiting for rank %d's %s: %s", g->rank, r, what, msg);
                 return st;
@@ -274,7 +266,7 @@ spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what
             if (left == 0) {
                 snprintf(err, errlen, "rank %d: timed out after %d ms waiting for rank %d's %s", g->rank,
                          g->timeout_ms, r, what);
-                spmd__group_fail(g, SPMD_ERR_TIMEOUT, 1, "%s", err);
+                spmd__mesh_fail(g, SPMD_ERR_TIMEOUT, 1, "%s", err);
                 return SPMD_ERR_TIMEOUT;
             }
             int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;

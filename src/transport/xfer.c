@@ -1,4 +1,4 @@
-/* xfer.c — the transfer API of coll.h on the collective channel.
+/* xfer.c — the collective wire (xfer.h) on each pair's collective channel.
  *
  * Every message carries a 24-byte header:
  *     u32 magic|kind | u32 sequence | u32 descriptor hash | u32 mode | u64 len
@@ -34,7 +34,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include "exec_internal.h"
+#include "path.h"
+#include "xfer.h"
 
 #define XHDR 24
 #define XMAGIC 0xC0u
@@ -42,21 +43,17 @@
 #define DESC 8                              /* a CMA message's payload: the sender's address */
 #define PULL_PIECE ((size_t)1 << 20)        /* one process_vm_readv call at most, so other ops keep moving */
 
-int spmd__ctx_rank(const spmd__coll_ctx *c) { return c->g->rank; }
-int spmd__ctx_world(const spmd__coll_ctx *c) { return c->g->world; }
-size_t spmd__ctx_segment_bytes(const spmd__coll_ctx *c) { return c->segment_bytes; }
+static const char *const KIND_NAMES[SPMD__C_KIND_COUNT] = {
+    [SPMD__C_BARRIER] = "barrier",       [SPMD__C_BROADCAST] = "broadcast",
+    [SPMD__C_REDUCE] = "reduce",         [SPMD__C_ALL_REDUCE] = "all_reduce",
+    [SPMD__C_GATHER] = "gather",         [SPMD__C_ALL_GATHER] = "all_gather",
+    [SPMD__C_SCATTER] = "scatter",       [SPMD__C_REDUCE_SCATTER] = "reduce_scatter",
+    [SPMD__C_ALL_TO_ALL] = "all_to_all",
+};
 
-void *spmd__scratch(spmd__coll_ctx *c, int slot, size_t bytes) {
-    if (slot < 0 || slot >= SPMD__SCRATCH_SLOTS) return NULL;
-    if (bytes == 0) bytes = 1;
-    if (c->scratch_len[slot] < bytes) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes) != 0) return NULL;
-        free(c->scratch[slot]);
-        c->scratch[slot] = p;
-        c->scratch_len[slot] = bytes;
-    }
-    return c->scratch[slot];
+const char *spmd__coll_kind_name(spmd__coll_kind k) {
+    if ((int)k <= 0 || k >= SPMD__C_KIND_COUNT || !KIND_NAMES[k]) return "?";
+    return KIND_NAMES[k];
 }
 
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...) {
@@ -97,6 +94,7 @@ typedef struct {
  * half-read at a time. */
 typedef struct {
     int peer, fd;
+    spmd__path *path;
     int writing;                /* index of the send op half-written, -1 */
     int reading;                /* index of the recv op whose payload/descriptor is coming, -1 */
     unsigned char in[XHDR];     /* header being read */
@@ -104,6 +102,8 @@ typedef struct {
     unsigned acks_due;          /* acknowledgements of CMA reads still to write */
     unsigned char ack[XHDR];
     size_t ack_done;            /* bytes of the current acknowledgement written */
+    int shm;                    /* the path is shared-memory rings */
+    int armed, closed;          /* asleep on the rings; the connection ended */
 } xslot;
 
 typedef struct {
@@ -124,7 +124,7 @@ static void make_hdr(const spmd__coll_ctx *c, unsigned char *h, uint32_t mode, s
 /* A header from `peer` is for this collective?  (Length checked by the caller.) */
 static spmd_status check_hdr(spmd__coll_ctx *c, int peer, const unsigned char *h) {
     uint32_t mk = spmd__get_u32(h), seq = spmd__get_u32(h + 4), desc = spmd__get_u32(h + 8);
-    int me = c->g->rank;
+    int me = c->m->rank;
     const char *mine = spmd__coll_kind_name(c->kind);
     if ((mk >> 24) != XMAGIC || spmd__get_u32(h + 12) > M_ACK)
         return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s: garbage on the collective channel from rank %d",
@@ -148,14 +148,14 @@ static spmd_status check_hdr(spmd__coll_ctx *c, int peer, const unsigned char *h
  * give the progress thread a moment to deliver it, so the error names the
  * real cause rather than the closed socket. */
 static spmd_status peer_gone(spmd__coll_ctx *c, int peer, const char *how) {
-    spmd_group *g = c->g;
+    spmd__mesh *g = c->m;
     struct pollfd p = {.fd = g->fail_eventfd, .events = POLLIN, .revents = 0};
     int64_t until = spmd__now_ms() + 1000;
     while (!atomic_load(&g->failed) && !atomic_load(&g->peer_left[peer]) && spmd__now_ms() < until) {
         if (poll(&p, 1, 50) < 0 && errno != EINTR) break;
     }
     char fmsg[SPMD__ERRLEN];
-    spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
+    spmd_status st = spmd__mesh_check(g, fmsg, sizeof fmsg);
     if (st) return spmd__coll_fail(c, st, "%s", fmsg);
     if (atomic_load(&g->peer_left[peer]))
         return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d destroyed the group while rank %d was still in it",
@@ -206,11 +206,7 @@ static int slot_write(xcall *x, xslot *s) {
         } else {
             return progressed;
         }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)k;
-        ssize_t n = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = spmd__path_writev(s->path, iov, k);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return progressed;
         if (n < 0) return sock_error(x->c, s->peer);
@@ -259,14 +255,14 @@ static spmd_status dispatch_hdr(xcall *x, xslot *s) {
     int i = first_op(x, s, 0, P_HDR);
     if (i < 0)
         return spmd__coll_fail(c, SPMD_ERR_MISMATCH, "%s #%u: rank %d sent a message rank %d does not expect",
-                               mine, c->seq, s->peer, c->g->rank);
+                               mine, c->seq, s->peer, c->m->rank);
     xop *o = &x->ops[i];
     if (len != o->len)
         return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
                                "%s #%u: rank %d sent %llu bytes where rank %d expected %zu "
                                "(count or dtype differ across ranks?)",
-                               mine, c->seq, s->peer, (unsigned long long)len, c->g->rank, o->len);
-    if (mode == M_CMA && !c->g->cma[s->peer].ok)
+                               mine, c->seq, s->peer, (unsigned long long)len, c->m->rank, o->len);
+    if (mode == M_CMA && !c->m->cma[s->peer].ok)
         return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s #%u: rank %d offered its memory, which we cannot read",
                                mine, c->seq, s->peer);
     o->cma = mode == M_CMA;
@@ -300,7 +296,7 @@ static int slot_read(xcall *x, xslot *s) {
             dst = o->buf + o->done;
             want = o->len - o->done;
         }
-        ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
+        ssize_t n = spmd__path_read(s->path, dst, want);
         if (n == 0) return peer_gone(x->c, s->peer, "closed its connection (died?)");
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return progressed;
@@ -333,7 +329,7 @@ static spmd_status pull(xcall *x, xop *o) {
     size_t piece = o->len - o->done < PULL_PIECE ? o->len - o->done : PULL_PIECE;
     char why[SPMD__ERRLEN];
     uint64_t addr = spmd__get_u64(o->hdr) + o->done;
-    spmd_status st = spmd__cma_read(x->c->g, o->peer, o->buf + o->done, addr, piece, why, sizeof why);
+    spmd_status st = spmd__cma_read(x->c->m, o->peer, o->buf + o->done, addr, piece, why, sizeof why);
     if (st) return spmd__coll_fail(x->c, st, "%s #%u: %s", spmd__coll_kind_name(x->c->kind), x->c->seq, why);
     o->done += piece;
     if (o->done == o->len) {
@@ -378,12 +374,12 @@ static spmd_status timed_out(const xcall *x) {
                                  o->send ? "sending to" : "receiving from", o->peer, moved, o->len);
     }
     return spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d,%s", spmd__coll_kind_name(c->kind),
-                           c->seq, c->g->rank, who);
+                           c->seq, c->m->rank, who);
 }
 
 static spmd_status run(xcall *x, struct pollfd *pfds) {
     spmd__coll_ctx *c = x->c;
-    spmd_group *g = c->g;
+    spmd__mesh *g = c->m;
     uint64_t spin_start = 0;
     for (;;) {
         int progressed = 0, pulling = 0;
@@ -412,14 +408,27 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
             continue;
         }
         char fmsg[SPMD__ERRLEN];
-        spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
+        spmd_status st = spmd__mesh_check(g, fmsg, sizeof fmsg);
         if (st) return spmd__coll_fail(c, st, "%s", fmsg);
-        int np = 0;
+        int np = 0, busy = 0;
         for (int i = 0; i < x->nslots; i++) {
             xslot *s = &x->slots[i];
+            int writing = s->writing >= 0 || s->acks_due || s->ack_done || first_op(x, s, 1, P_WRITE) >= 0;
+            int reading = wants_read(x, s);
+            if (s->closed && (reading || writing)) return peer_gone(c, s->peer, "closed its connection (died?)");
             short ev = 0;
-            if (s->writing >= 0 || s->acks_due || s->ack_done || first_op(x, s, 1, P_WRITE) >= 0) ev |= POLLOUT;
-            if (wants_read(x, s)) ev |= POLLIN;
+            if (s->shm) {
+                /* rings: announce the sleep; the peer's doorbell (or the
+                 * connection's close) makes the socket readable */
+                if (reading || writing) {
+                    s->armed = 1;
+                    busy |= spmd__path_arm(s->path, reading, writing);
+                    ev = POLLIN;
+                }
+            } else {
+                if (writing) ev |= POLLOUT;
+                if (reading) ev |= POLLIN;
+            }
             if (!ev) continue;
             pfds[np].fd = s->fd;
             pfds[np].events = ev;
@@ -430,15 +439,21 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
         pfds[np++].revents = 0;
         int left = spmd__remaining_ms(c->deadline);
         if (left == 0) return timed_out(x);
-        int r = poll(pfds, (nfds_t)np, left < 0 || left > 1000 ? 1000 : left);
+        int r = busy ? 0 : poll(pfds, (nfds_t)np, left < 0 || left > 1000 ? 1000 : left);
         if (r < 0 && errno != EINTR) return spmd__coll_fail(c, SPMD_ERR_SYSTEM, "poll: %s", strerror(errno));
+        for (int i = 0; i < x->nslots; i++) {
+            xslot *s = &x->slots[i];
+            if (!s->armed) continue;
+            s->armed = 0;
+            if (!spmd__path_disarm(s->path)) s->closed = 1; /* read what is left first */
+        }
         spin_start = 0;
     }
 }
 
 spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends,
                        const spmd__xfer_op *recvs, int nrecvs) {
-    spmd_group *g = c->g;
+    spmd__mesh *g = c->m;
     int n = nsends + nrecvs;
     if (n == 0) return SPMD_OK;
     enum { STACK = 16 };
@@ -483,7 +498,9 @@ spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends
             xslot *sl = &x.slots[x.nslots++];
             memset(sl, 0, sizeof *sl);
             sl->peer = in->peer;
-            sl->fd = g->coll_fd[in->peer];
+            sl->fd = g->fd[SPMD__CH_COLL][in->peer];
+            sl->path = g->path[SPMD__CH_COLL][in->peer];
+            sl->shm = spmd__path_is_shm(sl->path);
             sl->writing = sl->reading = -1;
         }
         o->slot = s;

@@ -1,4 +1,4 @@
-/* progress.c — point-to-point messages: framing, matching and the progress
+/* p2p_engine.c — point-to-point messages: framing, matching and the progress
  * thread that drives every p2p socket of a group with epoll.
  *
  * Wire: every frame starts with 24 bytes, little-endian:
@@ -30,7 +30,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include "group_internal.h"
+#include "mesh.h"
+#include "path.h"
 
 #define HDR 24
 #define EAGER_MAX (64u * 1024u)
@@ -44,7 +45,7 @@ typedef struct frame {
     char *owned;
     size_t plen;
     size_t off;          /* bytes of hdr+payload already written */
-    spmd_work *w;        /* completed when the frame is fully written (eager, data) */
+    spmd__preq *w;        /* completed when the frame is fully written (eager, data) */
     struct frame *next;
 } frame;
 
@@ -59,7 +60,9 @@ typedef struct unexp {
 } unexp;
 
 typedef struct {
-    int fd;
+    int fd;              /* the TCP connection: epoll watches it (bytes, doorbells, close) */
+    spmd__path *path;    /* how bytes move: the connection itself or shared-memory rings */
+    int shm;
     int dead, left;
     frame *sq, *sq_tail;
     int want_out;
@@ -71,16 +74,16 @@ typedef struct {
     uint64_t len, id;
     char *dst;           /* where the payload goes (NULL: discard) */
     uint64_t got;
-    spmd_work *rw;       /* receive completed by this payload, if any */
+    spmd__preq *rw;       /* receive completed by this payload, if any */
     unexp *ux;           /* unexpected eager message being filled */
     char *abort_text;
     /* sends waiting for CTS/NACK, receives waiting for DATA */
-    spmd_work *rts_wait, *data_wait;
+    spmd__preq *rts_wait, *data_wait;
     char refused[SPMD__ERRLEN]; /* sticky: an eager send of ours was refused */
 } peer;
 
 struct spmd__p2p {
-    spmd_group *g;
+    spmd__mesh *m;
     pthread_mutex_t mu;
     pthread_cond_t drained;
     int epfd, evfd;
@@ -88,10 +91,16 @@ struct spmd__p2p {
     int running;
     atomic_int stop;
     peer *peers;
-    spmd_work *posted, *posted_tail; /* receives not matched yet, in post order */
+    spmd__preq *posted, *posted_tail; /* receives not matched yet, in post order */
     unexp *ux, *ux_tail;             /* unexpected messages, in arrival order */
     uint64_t next_id;
+    int nshm;                        /* peers reached by shared memory */
+    atomic_int spinners;             /* waiters polling the rings themselves (spmd__p2p_spin_*) */
+    pthread_mutex_t watch_mu;        /* orders the rings' sleep flags between spinners */
 };
+
+/* A request is done: hand it back to its owner. */
+static void complete_req(spmd__preq *r, spmd_status st, const char *msg) { r->complete(r, st, msg); }
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -102,40 +111,41 @@ static void hdr_put(unsigned char *h, uint32_t type, uint32_t tag, uint64_t len,
     spmd__put_u64(h + 16, id);
 }
 
-static void list_remove(spmd_work **head, spmd_work *w) {
-    for (spmd_work **p = head; *p; p = &(*p)->next)
+static void list_remove(spmd__preq **head, spmd__preq *w) {
+    for (spmd__preq **p = head; *p; p = &(*p)->next)
         if (*p == w) { *p = w->next; w->next = NULL; return; }
 }
 
-static spmd_work *list_take_id(spmd_work **head, uint64_t id) {
-    for (spmd_work **p = head; *p; p = &(*p)->next)
-        if ((*p)->id == id) { spmd_work *w = *p; *p = w->next; w->next = NULL; return w; }
+static spmd__preq *list_take_id(spmd__preq **head, uint64_t id) {
+    for (spmd__preq **p = head; *p; p = &(*p)->next)
+        if ((*p)->id == id) { spmd__preq *w = *p; *p = w->next; w->next = NULL; return w; }
     return NULL;
 }
 
 static void set_out(spmd__p2p *p, int i, int want) {
     peer *pe = &p->peers[i];
+    if (pe->shm) want = 0; /* a full ring is waited for with its sleep flag, not EPOLLOUT */
     if (pe->want_out == want || pe->fd < 0) return;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0), .data.u32 = (uint32_t)i};
     epoll_ctl(p->epfd, EPOLL_CTL_MOD, pe->fd, &ev);
     pe->want_out = want;
 }
 
-static void fail_work(spmd_work *w, spmd_status st, const char *msg) { spmd__work_complete(w, st, msg); }
+static void fail_work(spmd__preq *w, spmd_status st, const char *msg) { w->complete(w, st, msg); }
 
 /* Fail every operation in flight (group failed or destroyed). */
 static void fail_everything(spmd__p2p *p, spmd_status st, const char *msg) {
-    spmd_group *g = p->g;
+    spmd__mesh *g = p->m;
     while (p->posted) {
-        spmd_work *w = p->posted;
+        spmd__preq *w = p->posted;
         p->posted = w->next;
         fail_work(w, st, msg);
     }
     p->posted_tail = NULL;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
-        while (pe->rts_wait) { spmd_work *w = pe->rts_wait; pe->rts_wait = w->next; fail_work(w, st, msg); }
-        while (pe->data_wait) { spmd_work *w = pe->data_wait; pe->data_wait = w->next; fail_work(w, st, msg); }
+        while (pe->rts_wait) { spmd__preq *w = pe->rts_wait; pe->rts_wait = w->next; fail_work(w, st, msg); }
+        while (pe->data_wait) { spmd__preq *w = pe->data_wait; pe->data_wait = w->next; fail_work(w, st, msg); }
         for (frame *f = pe->sq; f; f = f->next)
             if (f->w) { fail_work(f->w, st, msg); f->w = NULL; }
         if (pe->rw) { fail_work(pe->rw, st, msg); pe->rw = NULL; pe->dst = NULL; }
@@ -165,11 +175,7 @@ static int flush_peer(spmd__p2p *p, int i) {
             iov[n].iov_base = (char *)(f->owned ? f->owned : f->payload) + (f->off - HDR);
             iov[n++].iov_len = total - f->off;
         }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)n;
-        ssize_t w = sendmsg(pe->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = spmd__path_writev(pe->path, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) { set_out(p, i, 1); return 0; }
@@ -180,9 +186,9 @@ static int flush_peer(spmd__p2p *p, int i) {
         pe->sq = f->next;
         if (!pe->sq) pe->sq_tail = NULL;
         if (f->w) {
-            spmd_work *done = f->w;
+            spmd__preq *done = f->w;
             done->source = i;
-            spmd__work_complete(done, SPMD_OK, NULL);
+            complete_req(done, SPMD_OK, NULL);
         }
         free(f->owned);
         free(f);
@@ -196,7 +202,7 @@ static void peer_died(spmd__p2p *p, int i, const char *why);
 
 /* Queue a frame to peer i and try to write it at once. */
 static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uint64_t len,
-                           uint64_t id, const void *payload, size_t plen, int copy, spmd_work *w) {
+                           uint64_t id, const void *payload, size_t plen, int copy, spmd__preq *w) {
     frame *f = calloc(1, sizeof *f);
     if (!f) return SPMD_ERR_NOMEM;
     hdr_put(f->hdr, type, tag, len, id);
@@ -230,7 +236,7 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
         /* Record the group's failure before anyone can see this peer as
          * merely gone, so every caller gets the real cause. */
         snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
-        int first = spmd__group_mark_failed(p->g, SPMD_ERR_REMOTE, msg);
+        int first = spmd__mesh_mark_failed(p->m, SPMD_ERR_REMOTE, msg);
         pe->dead = 1;
         if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
         if (first) {
@@ -243,8 +249,8 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     pe->dead = 1;
     if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
     snprintf(msg, sizeof msg, "rank %d has left the group", i);
-    for (spmd_work **pw = &p->posted; *pw;) {
-        spmd_work *w = *pw;
+    for (spmd__preq **pw = &p->posted; *pw;) {
+        spmd__preq *w = *pw;
         if (w->peer == i) {
             *pw = w->next;
             fail_work(w, SPMD_ERR_REMOTE, msg);
@@ -253,10 +259,10 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
         }
     }
     p->posted_tail = NULL;
-    for (spmd_work *w = p->posted; w; w = w->next) p->posted_tail = w;
+    for (spmd__preq *w = p->posted; w; w = w->next) p->posted_tail = w;
 }
 
-void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
+void spmd__p2p_fail_all(spmd__mesh *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -265,7 +271,7 @@ void spmd__p2p_fail_all(spmd_group *g, spmd_status st, const char *msg) {
 }
 
 static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
-    spmd_group *g = p->g;
+    spmd__mesh *g = p->m;
     size_t n = strlen(msg);
     if (n > ABORT_MAX) n = ABORT_MAX;
     for (int i = 0; i < g->world; i++) {
@@ -276,7 +282,7 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
     }
 }
 
-void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg) {
+void spmd__p2p_broadcast_abort(spmd__mesh *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -286,14 +292,14 @@ void spmd__p2p_broadcast_abort(spmd_group *g, spmd_status st, const char *msg) {
 
 /* ---- matching ----------------------------------------------------------- */
 
-static int matches(const spmd_work *w, int src, uint32_t tag) {
+static int matches(const spmd__preq *w, int src, uint32_t tag) {
     return (w->peer == SPMD_ANY_SOURCE || w->peer == src) &&
            (w->tag == SPMD_ANY_TAG || (uint32_t)w->tag == tag);
 }
 
-static spmd_work *take_posted(spmd__p2p *p, int src, uint32_t tag) {
-    spmd_work *prev = NULL;
-    for (spmd_work *w = p->posted; w; prev = w, w = w->next) {
+static spmd__preq *take_posted(spmd__p2p *p, int src, uint32_t tag) {
+    spmd__preq *prev = NULL;
+    for (spmd__preq *w = p->posted; w; prev = w, w = w->next) {
         if (!matches(w, src, tag)) continue;
         if (prev) prev->next = w->next;
         else p->posted = w->next;
@@ -313,12 +319,12 @@ static void mismatch_msg(char *buf, size_t len, int self, int src, uint32_t tag,
 
 /* A receive w meets a message from src: an eager payload in `data` (already
  * complete), or an RTS.  Complete or advance w accordingly. */
-static void deliver_unexpected(spmd__p2p *p, spmd_work *w, unexp *u) {
+static void deliver_unexpected(spmd__p2p *p, spmd__preq *w, unexp *u) {
     char msg[SPMD__ERRLEN];
     w->source = u->src;
     w->tag = (int)u->tag;
     if (u->len != w->len) {
-        mismatch_msg(msg, sizeof msg, p->g->rank, u->src, u->tag, u->len, w->len);
+        mismatch_msg(msg, sizeof msg, p->m->rank, u->src, u->tag, u->len, w->len);
         if (u->type == F_RTS) enqueue(p, u->src, F_NACK, u->tag, w->len, u->id, NULL, 0, 0, NULL);
         else enqueue(p, u->src, F_REFUSED, u->tag, w->len, 0, NULL, 0, 0, NULL);
         fail_work(w, SPMD_ERR_MISMATCH, msg);
@@ -326,7 +332,7 @@ static void deliver_unexpected(spmd__p2p *p, spmd_work *w, unexp *u) {
     }
     if (u->type == F_EAGER) {
         if (u->len) memcpy(w->buf, u->data, u->len);
-        spmd__work_complete(w, SPMD_OK, NULL);
+        complete_req(w, SPMD_OK, NULL);
         return;
     }
     /* RTS: ask for the data, which lands straight into w->buf. */
@@ -340,7 +346,7 @@ static void deliver_unexpected(spmd__p2p *p, spmd_work *w, unexp *u) {
 
 /* A complete unexpected entry: give it to a posted receive or queue it. */
 static void arrived(spmd__p2p *p, unexp *u) {
-    spmd_work *w = take_posted(p, u->src, u->tag);
+    spmd__preq *w = take_posted(p, u->src, u->tag);
     if (w) {
         deliver_unexpected(p, w, u);
         free(u->data);
@@ -375,12 +381,12 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
             snprintf(why, whylen, "eager frame of %llu bytes exceeds %u", (unsigned long long)pe->len, EAGER_MAX);
             return -1;
         }
-        spmd_work *w = take_posted(p, i, pe->tag);
+        spmd__preq *w = take_posted(p, i, pe->tag);
         if (w) {
             w->source = i;
             w->tag = (int)pe->tag;
             if (pe->len != w->len) {
-                mismatch_msg(msg, sizeof msg, p->g->rank, i, pe->tag, pe->len, w->len);
+                mismatch_msg(msg, sizeof msg, p->m->rank, i, pe->tag, pe->len, w->len);
                 enqueue(p, i, F_REFUSED, pe->tag, w->len, 0, NULL, 0, 0, NULL);
                 fail_work(w, SPMD_ERR_MISMATCH, msg);
             } else {
@@ -408,7 +414,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         return 0;
     }
     case F_RTS: {
-        spmd_work *w = take_posted(p, i, pe->tag);
+        spmd__preq *w = take_posted(p, i, pe->tag);
         unexp u = {.src = i, .type = F_RTS, .tag = pe->tag, .len = pe->len, .id = pe->id};
         if (w) {
             deliver_unexpected(p, w, &u);
@@ -421,16 +427,16 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         return 0;
     }
     case F_CTS: {
-        spmd_work *w = list_take_id(&pe->rts_wait, pe->id);
+        spmd__preq *w = list_take_id(&pe->rts_wait, pe->id);
         if (!w) { /* the send was cancelled (its caller timed out): nothing to send */
-            SPMD_LOGW("rank %d: rank %d is ready for message %llu, which was cancelled", p->g->rank, i,
+            SPMD_LOGW("rank %d: rank %d is ready for message %llu, which was cancelled", p->m->rank, i,
                       (unsigned long long)pe->id);
             return 0;
         }
         return enqueue(p, i, F_DATA, (uint32_t)w->tag, w->len, w->id, w->buf, w->len, 0, w) ? -1 : 0;
     }
     case F_DATA: {
-        spmd_work *w = list_take_id(&pe->data_wait, pe->id);
+        spmd__preq *w = list_take_id(&pe->data_wait, pe->id);
         if (!w || w->len != pe->len) {
             snprintf(why, whylen, "DATA for unknown message %llu", (unsigned long long)pe->id);
             if (w) fail_work(w, SPMD_ERR_PROTOCOL, why);
@@ -442,7 +448,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         return 0;
     }
     case F_NACK: {
-        spmd_work *w = list_take_id(&pe->rts_wait, pe->id);
+        spmd__preq *w = list_take_id(&pe->rts_wait, pe->id);
         if (!w) return 0; /* cancelled meanwhile */
         snprintf(msg, sizeof msg,
                  "size mismatch: this send of %zu bytes with tag %d was refused by rank %d, whose receive expects %llu bytes",
@@ -457,7 +463,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         return 0;
     case F_BYE:
         pe->left = 1;
-        atomic_store(&p->g->peer_left[i], 1);
+        atomic_store(&p->m->peer_left[i], 1);
         return 0;
     case F_ABORT:
         if (pe->len > ABORT_MAX) { snprintf(why, whylen, "abort text too long"); return -1; }
@@ -475,11 +481,11 @@ static void on_payload_done(spmd__p2p *p, int i) {
     peer *pe = &p->peers[i];
     pe->in_payload = 0;
     if (pe->rw) {
-        spmd_work *w = pe->rw;
+        spmd__preq *w = pe->rw;
         pe->rw = NULL;
         w->source = i;
         w->tag = (int)pe->tag;
-        spmd__work_complete(w, SPMD_OK, NULL);
+        complete_req(w, SPMD_OK, NULL);
     } else if (pe->ux) {
         unexp *u = pe->ux;
         pe->ux = NULL;
@@ -490,7 +496,7 @@ static void on_payload_done(spmd__p2p *p, int i) {
         pthread_mutex_unlock(&p->mu);
         int code = (int32_t)pe->tag;
         spmd_status st = code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
-        spmd__group_fail(p->g, st, 0, "rank %d reported: %s", i, text);
+        spmd__mesh_fail(p->m, st, 0, "rank %d reported: %s", i, text);
         pthread_mutex_lock(&p->mu);
         free(text);
     }
@@ -504,15 +510,15 @@ static void read_peer(spmd__p2p *p, int i) {
     while (!pe->dead) {
         ssize_t n;
         if (!pe->in_payload) {
-            n = recv(pe->fd, pe->hdr + pe->hdr_got, HDR - pe->hdr_got, MSG_DONTWAIT);
+            n = spmd__path_read(pe->path, pe->hdr + pe->hdr_got, HDR - pe->hdr_got);
         } else {
             uint64_t want = pe->len - pe->got;
             if (want > (1u << 30)) want = 1u << 30;
             if (pe->dst) {
-                n = recv(pe->fd, pe->dst + pe->got, (size_t)want, MSG_DONTWAIT);
+                n = spmd__path_read(pe->path, pe->dst + pe->got, (size_t)want);
             } else { /* discard */
                 char sink[4096];
-                n = recv(pe->fd, sink, want < sizeof sink ? (size_t)want : sizeof sink, MSG_DONTWAIT);
+                n = spmd__path_read(pe->path, sink, want < sizeof sink ? (size_t)want : sizeof sink);
             }
         }
         if (n == 0) {
@@ -547,7 +553,7 @@ static void read_peer(spmd__p2p *p, int i) {
 /* A thread waiting for a p2p operation drives the sockets itself for a few
  * microseconds instead of waiting for the progress thread to wake up: that
  * wake-up is most of a small message's latency.  Never blocks. */
-void spmd__p2p_poll(spmd_group *g, int which) {
+void spmd__p2p_poll(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || g->world == 1) return;
     if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
@@ -561,16 +567,90 @@ void spmd__p2p_poll(spmd_group *g, int which) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* ---- waiting ------------------------------------------------------------ */
+
+/* The rings' "consumer asleep" flags tell a sending peer whether it must ring
+ * the doorbell.  They are up exactly while no waiter of ours polls the rings
+ * itself (spinners == 0): then the progress thread is the one to wake.  A
+ * waiter that starts spinning lowers them (the peer's sends cost no system
+ * call); the last one to stop raises them again and, Dekker-style, looks for
+ * bytes that came meanwhile, waking the progress thread if there are. */
+static void raise_flags(spmd__p2p *p, int up) {
+    spmd__mesh *g = p->m;
+    int pending = 0;
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if (!pe->shm || pe->dead) continue;
+        if (up) pending |= spmd__path_arm(pe->path, 1, 0);
+        else spmd__path_lower(pe->path);
+    }
+    if (pending) {
+        uint64_t one = 1;
+        ssize_t r = write(p->evfd, &one, sizeof one);
+        (void)r;
+    }
+}
+
+void spmd__p2p_spin_begin(spmd__mesh *g) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || !p->nshm) return;
+    pthread_mutex_lock(&p->watch_mu);
+    if (atomic_fetch_add(&p->spinners, 1) == 0) raise_flags(p, 0);
+    pthread_mutex_unlock(&p->watch_mu);
+}
+
+void spmd__p2p_spin_end(spmd__mesh *g) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || !p->nshm) return;
+    pthread_mutex_lock(&p->watch_mu);
+    if (atomic_fetch_sub(&p->spinners, 1) == 1) raise_flags(p, 1);
+    pthread_mutex_unlock(&p->watch_mu);
+}
+
 /* ---- the progress thread ------------------------------------------------- */
+
+/* Shared-memory peers have no readiness the kernel can report: look at every
+ * ring after each wake-up.  A doorbell or the close of the pair's connection
+ * is what wakes us; a closed connection after the rings are drained is a
+ * departure (after BYE) or a death. */
+static void service_shm(spmd__p2p *p, const char *closed) {
+    spmd__mesh *g = p->m;
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if (!pe->shm || pe->dead) continue;
+        if (pe->sq && flush_peer(p, i) < 0) { peer_died(p, i, strerror(errno)); continue; }
+        read_peer(p, i);
+        if (closed[i] && !pe->dead) peer_died(p, i, "connection closed");
+    }
+}
 
 static void *progress_main(void *arg) {
     spmd__p2p *p = arg;
-    spmd_group *g = p->g;
+    spmd__mesh *g = p->m;
     struct epoll_event evs[64];
+    char *closed = calloc((size_t)g->world, 1);
+    if (!closed) return NULL;
     while (!atomic_load(&p->stop)) {
-        int n = epoll_wait(p->epfd, evs, 64, 1000);
+        int timeout = 1000;
+        if (p->nshm) {
+            /* Sleep long only when the flags are up (nobody spins) and no
+             * ring has bytes or, for a queue we could not write, room. */
+            int busy = 0;
+            pthread_mutex_lock(&p->watch_mu);
+            int spinning = atomic_load(&p->spinners) > 0;
+            pthread_mutex_unlock(&p->watch_mu);
+            pthread_mutex_lock(&p->mu);
+            for (int i = 0; i < g->world; i++) {
+                peer *pe = &p->peers[i];
+                if (pe->shm && !pe->dead) busy |= spmd__path_arm(pe->path, !spinning, pe->sq != NULL);
+            }
+            pthread_mutex_unlock(&p->mu);
+            timeout = busy ? 0 : spinning ? 1 : 1000;
+        }
+        int n = epoll_wait(p->epfd, evs, 64, timeout);
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
+        memset(closed, 0, (size_t)g->world);
         for (int k = 0; k < n; k++) {
             uint32_t i = evs[k].data.u32;
             if (i == (uint32_t)g->world) {
@@ -581,20 +661,26 @@ static void *progress_main(void *arg) {
             }
             peer *pe = &p->peers[i];
             if (pe->dead) continue;
+            if (pe->shm) {
+                closed[i] = !spmd__path_disarm(pe->path);
+                continue;
+            }
             if (evs[k].events & EPOLLOUT) {
                 if (flush_peer(p, (int)i) < 0) { peer_died(p, (int)i, strerror(errno)); continue; }
             }
             if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) read_peer(p, (int)i);
         }
+        if (p->nshm) service_shm(p, closed);
         pthread_mutex_unlock(&p->mu);
     }
+    free(closed);
     return NULL;
 }
 
-spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen) {
+spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     spmd__p2p *p = calloc(1, sizeof *p);
     if (!p) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-    p->g = g;
+    p->m = g;
     p->peers = calloc((size_t)g->world, sizeof *p->peers);
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -607,12 +693,16 @@ spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen) {
         return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, e, "creating the progress thread's epoll");
     }
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->watch_mu, NULL);
     pthread_cond_init(&p->drained, NULL);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)g->world};
     epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev);
     for (int i = 0; i < g->world; i++) {
-        p->peers[i].fd = g->p2p_fd[i];
-        if (p->peers[i].fd < 0) continue;
+        p->peers[i].fd = g->fd[SPMD__CH_P2P][i];
+        p->peers[i].path = g->path[SPMD__CH_P2P][i];
+        if (p->peers[i].fd < 0 || !p->peers[i].path) continue;
+        p->peers[i].shm = spmd__path_is_shm(p->peers[i].path);
+        p->nshm += p->peers[i].shm;
         struct epoll_event pev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)i};
         epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->peers[i].fd, &pev);
     }
@@ -632,7 +722,7 @@ spmd_status spmd__p2p_start(spmd_group *g, char *err, size_t errlen) {
     return SPMD_OK;
 }
 
-void spmd__p2p_stop(spmd_group *g) {
+void spmd__p2p_stop(spmd__mesh *g) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     /* Goodbye to every live peer, then let the queues drain (bounded). */
@@ -676,6 +766,7 @@ void spmd__p2p_stop(spmd_group *g) {
     close(p->evfd);
     pthread_cond_destroy(&p->drained);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->watch_mu);
     free(p->peers);
     free(p);
     g->p2p = NULL;
@@ -683,22 +774,22 @@ void spmd__p2p_stop(spmd_group *g) {
 
 /* ---- posting ------------------------------------------------------------ */
 
-spmd_status spmd__p2p_post_send(spmd_group *g, spmd_work *w) {
+spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__group_check(g, msg, sizeof msg);
-    if (st) return spmd__group_error(g, st, "%s", msg);
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
         pthread_mutex_unlock(&p->mu);
-        return spmd__group_error(g, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
     }
     if (pe->refused[0]) {
         snprintf(msg, sizeof msg, "%s", pe->refused);
         pe->refused[0] = 0;
         pthread_mutex_unlock(&p->mu);
-        return spmd__group_error(g, SPMD_ERR_MISMATCH, "%s", msg);
+        return spmd__fail(err, errlen, SPMD_ERR_MISMATCH, "%s", msg);
     }
     if (w->len <= EAGER_MAX) {
         st = enqueue(p, w->peer, F_EAGER, (uint32_t)w->tag, w->len, 0, w->buf, w->len, 0, w);
@@ -710,15 +801,15 @@ spmd_status spmd__p2p_post_send(spmd_group *g, spmd_work *w) {
         if (st) list_remove(&pe->rts_wait, w);
     }
     pthread_mutex_unlock(&p->mu);
-    if (st) return spmd__group_error(g, st, "send to rank %d: out of memory", w->peer);
+    if (st) return spmd__fail(err, errlen, st, "send to rank %d: out of memory", w->peer);
     return SPMD_OK;
 }
 
-spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w) {
+spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__group_check(g, msg, sizeof msg);
-    if (st) return spmd__group_error(g, st, "%s", msg);
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
     /* An earlier unexpected message that matches wins (arrival order). */
     unexp *prev = NULL;
@@ -735,7 +826,7 @@ spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w) {
     }
     if (w->peer != SPMD_ANY_SOURCE && (p->peers[w->peer].dead || p->peers[w->peer].left)) {
         pthread_mutex_unlock(&p->mu);
-        return spmd__group_error(g, SPMD_ERR_REMOTE, "receive from rank %d: it has left the group", w->peer);
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "receive from rank %d: it has left the group", w->peer);
     }
     w->next = NULL;
     if (p->posted_tail) p->posted_tail->next = w;
@@ -745,13 +836,13 @@ spmd_status spmd__p2p_post_recv(spmd_group *g, spmd_work *w) {
     return SPMD_OK;
 }
 
-void spmd__p2p_cancel(spmd_group *g, spmd_work *w) {
+void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     int found = 0;
-    spmd_work *prev = NULL;
-    for (spmd_work *x = p->posted; x; prev = x, x = x->next) {
+    spmd__preq *prev = NULL;
+    for (spmd__preq *x = p->posted; x; prev = x, x = x->next) {
         if (x != w) continue;
         if (prev) prev->next = x->next;
         else p->posted = x->next;
@@ -762,7 +853,7 @@ void spmd__p2p_cancel(spmd_group *g, spmd_work *w) {
     /* A large send still waiting for the receiver's go-ahead can be withdrawn too. */
     for (int i = 0; i < g->world && !found; i++) {
         peer *pe = &p->peers[i];
-        for (spmd_work **pw = &pe->rts_wait; *pw; pw = &(*pw)->next)
+        for (spmd__preq **pw = &pe->rts_wait; *pw; pw = &(*pw)->next)
             if (*pw == w) { *pw = w->next; w->next = NULL; found = 1; break; }
     }
     if (found) fail_work(w, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");

@@ -1,4 +1,4 @@
-/* src/group/shm.h — memory the ranks of one host share: every rank's arena
+/* src/transport/arena.h — memory the ranks of one host share: every rank's arena
  * mapped into every rank, with sequence counters to wait on.  The DDP reducer
  * keeps gradients in it and sums them in place, with no sockets and no copies
  * beyond the sum itself.
@@ -13,31 +13,41 @@
  * Sharing needs every rank of the group under one kernel, in one network
  * namespace (the memfds travel over abstract Unix sockets, fdpass.h) and
  * one pid namespace (a listener serves only the pids it was told of);
- * SPMD_SHM=0 on any rank turns it off for all.  Counters are 32-bit sequence
+ * SPMD_TRANSPORT=tcp or SPMD_SHM=0 on any rank turns it off for all.  Counters are 32-bit sequence
  * numbers compared modulo 2^32. */
-#ifndef SPMD_GROUP_SHM_H
-#define SPMD_GROUP_SHM_H
+#ifndef SPMD_TRANSPORT_ARENA_H
+#define SPMD_TRANSPORT_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "spmd/group.h"
+#include "mesh.h"
 
 typedef struct spmd__shm spmd__shm;
 
 enum { SPMD__SHM_COUNTERS = 2 };
 
 /* NULL when out of memory (or memfd is unavailable). */
-spmd__shm *spmd__shm_alloc(spmd_group *g, size_t bytes);
+spmd__shm *spmd__shm_alloc(spmd__mesh *m, size_t bytes);
 void spmd__shm_free(spmd__shm *s);
 /* This rank's data (bytes long, 64-byte aligned). */
 void *spmd__shm_data(spmd__shm *s);
 
-/* Collective over the group.  layout: a value every rank must agree on for
+/* The two collectives connecting needs, provided by the layer above (the
+ * group's all_gather and all_reduce, run in its issue order): each returns
+ * an error status with a message for a broken group. */
+typedef struct {
+    void *ctx;
+    spmd_status (*all_gather)(void *ctx, const int64_t *mine, int64_t *all, size_t n, char *err, size_t errlen);
+    spmd_status (*all_min)(void *ctx, int32_t mine, int32_t *min, char *err, size_t errlen);
+} spmd__shm_colls;
+
+/* Collective over the mesh.  layout: a value every rank must agree on for
  * sharing to make sense (the caller's description of what it keeps there;
  * 0: this rank cannot share).
  * *shared = 1 when every rank mapped every other rank's arena, 0 (on every
  * rank) when any could not; an error status only for a broken group. */
-spmd_status spmd__shm_connect(spmd__shm *s, uint64_t layout, int *shared, char *err, size_t errlen);
+spmd_status spmd__shm_connect(spmd__shm *s, const spmd__shm_colls *cl, uint64_t layout, int *shared, char *err,
+                              size_t errlen);
 /* Rank r's data as mapped here (r = own rank: spmd__shm_data). */
 void *spmd__shm_peer(spmd__shm *s, int r);
 

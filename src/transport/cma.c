@@ -12,6 +12,9 @@
  * then tries to read the token of each peer that runs under the same kernel
  * (same boot id, same pid namespace), and answers with a verdict
  *     u32 magic | u32 could-read.
+ * (`willing`: bit 0 cross-memory attach, bit 1 shared memory, mode.c).  A
+ * pair under one kernel where both want shared memory is marked `local`
+ * (shm_link.c builds its rings).
  * A pair uses cross-memory attach only when both ranks could read the other
  * (containers often forbid the syscall, Yama's ptrace_scope may too);
  * otherwise its messages stay on TCP.  SPMD_CMA=0 turns it off;
@@ -33,7 +36,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include "group_internal.h"
+#include "mesh.h"
 
 #define PROBE_MAGIC 0x434d4131u   /* "CMA1" */
 #define VERDICT_MAGIC 0x434d4156u /* "CMAV" */
@@ -59,11 +62,6 @@ int spmd__kernel_identity(char boot_id[SPMD__BOOT_ID_LEN], uint64_t *pidns) {
     return 1;
 }
 
-static int cma_wanted(void) {
-    const char *e = getenv("SPMD_CMA");
-    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0));
-}
-
 static void encode(const probe *p, unsigned char *b) {
     memset(b, 0, PROBE_LEN);
     spmd__put_u32(b, PROBE_MAGIC);
@@ -77,7 +75,8 @@ static void encode(const probe *p, unsigned char *b) {
 
 static int decode(const unsigned char *b, probe *p) {
     if (spmd__get_u32(b) != PROBE_MAGIC || spmd__get_u32(b + 12) != 0) return 0;
-    p->willing = spmd__get_u32(b + 4) == 1;
+    p->willing = (int)spmd__get_u32(b + 4);
+    if (p->willing & ~3) return 0;
     p->pid = (int)spmd__get_u32(b + 8);
     p->pidns = spmd__get_u64(b + 16);
     p->token_addr = spmd__get_u64(b + 24);
@@ -87,7 +86,7 @@ static int decode(const unsigned char *b, probe *p) {
     return 1;
 }
 
-spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
+spmd_status spmd__cma_read(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
                            size_t errlen) {
     const spmd__cma_peer *p = &g->cma[peer];
     uint64_t token = 0;
@@ -124,7 +123,7 @@ spmd_status spmd__cma_read(spmd_group *g, int peer, void *dst, uint64_t addr, si
     return SPMD_OK;
 }
 
-spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size_t errlen) {
+spmd_status spmd__cma_negotiate(spmd__mesh *g, int64_t deadline, char *err, size_t errlen) {
     g->cma = calloc((size_t)g->world, sizeof *g->cma);
     if (!g->cma) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     long min = 128 * 1024;
@@ -134,7 +133,8 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
     probe me = {0};
     if (getrandom(&g->cma_token, sizeof g->cma_token, 0) != (ssize_t)sizeof g->cma_token)
         g->cma_token = spmd__now_ns() * 0x9e3779b97f4a7c15ull;
-    me.willing = cma_wanted() && spmd__kernel_identity(me.boot_id, &me.pidns);
+    if (spmd__kernel_identity(me.boot_id, &me.pidns))
+        me.willing = (spmd__transport_wants_cma() ? 1 : 0) | (spmd__transport_wants_shm() ? 2 : 0);
     me.pid = (int)getpid();
     me.token_addr = (uint64_t)(uintptr_t)&g->cma_token;
     me.token = g->cma_token;
@@ -145,13 +145,13 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
     /* 80 bytes fit any socket buffer: write to everyone, then read everyone */
     for (int p = 0; p < g->world; p++) {
         if (p == g->rank) continue;
-        if ((st = spmd__write_full(g->coll_fd[p], out, sizeof out, deadline, NULL, why, sizeof why)))
+        if ((st = spmd__write_full(g->fd[SPMD__CH_COLL][p], out, sizeof out, deadline, NULL, why, sizeof why)))
             return spmd__fail(err, errlen, st, "rank %d: same-host probe to rank %d: %s", g->rank, p, why);
     }
     for (int p = 0; p < g->world; p++) {
         if (p == g->rank) continue;
         probe them;
-        if ((st = spmd__read_full(g->coll_fd[p], in, sizeof in, deadline, NULL, why, sizeof why)))
+        if ((st = spmd__read_full(g->fd[SPMD__CH_COLL][p], in, sizeof in, deadline, NULL, why, sizeof why)))
             return spmd__fail(err, errlen, st, "rank %d: same-host probe from rank %d: %s", g->rank, p, why);
         if (!decode(in, &them))
             return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled same-host probe from rank %d",
@@ -160,7 +160,10 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
         cp->pid = them.pid;
         cp->token_addr = them.token_addr;
         cp->token = them.token;
-        int same = me.willing && them.willing && them.pidns == me.pidns &&
+        int kernel = me.willing && them.willing && them.pidns == me.pidns &&
+                     strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
+        cp->local = kernel && (me.willing & them.willing & 2);
+        int same = kernel && (me.willing & them.willing & 1) &&
                    strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
         if (same) {
             char scratch[8];
@@ -174,12 +177,12 @@ spmd_status spmd__cma_negotiate(spmd_group *g, int64_t deadline, char *err, size
         if (p == g->rank) continue;
         spmd__put_u32(v, VERDICT_MAGIC);
         spmd__put_u32(v + 4, (uint32_t)g->cma[p].ok);
-        if ((st = spmd__write_full(g->coll_fd[p], v, sizeof v, deadline, NULL, why, sizeof why)))
+        if ((st = spmd__write_full(g->fd[SPMD__CH_COLL][p], v, sizeof v, deadline, NULL, why, sizeof why)))
             return spmd__fail(err, errlen, st, "rank %d: same-host verdict to rank %d: %s", g->rank, p, why);
     }
     for (int p = 0; p < g->world; p++) {
         if (p == g->rank) continue;
-        if ((st = spmd__read_full(g->coll_fd[p], v, sizeof v, deadline, NULL, why, sizeof why)))
+        if ((st = spmd__read_full(g->fd[SPMD__CH_COLL][p], v, sizeof v, deadline, NULL, why, sizeof why)))
             return spmd__fail(err, errlen, st, "rank %d: same-host verdict from rank %d: %s", g->rank, p, why);
         if (spmd__get_u32(v) != VERDICT_MAGIC || spmd__get_u32(v + 4) > 1)
             return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled same-host verdict from rank %d",

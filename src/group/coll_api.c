@@ -1,4 +1,4 @@
-/* src/coll/api.c — the public collective functions of spmd/group.h.
+/* src/group/coll_api.c — the public collective functions of spmd/group.h.
  *
  * Each call validates its arguments, builds a spmd__coll_args (copying the
  * arrays the caller may free right after the call: all_gather_list's buffer
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/algos.h"
-#include "group/group_internal.h"
+#include "group_internal.h"
 
 /* Stand-in for a NULL buffer of zero bytes, so algorithms never do
  * arithmetic on a null pointer.  Nothing is ever written to it. */

@@ -1,0 +1,143 @@
+/* src/transport/mesh.h — the transport layer's object: one mesh per group,
+ * owning every path to every peer and the group's failure state.
+ *
+ *   paths      per peer, a p2p channel (driven by the progress engine,
+ *              p2p_engine.c) and a collective channel (driven by whichever
+ *              thread runs the current collective, xfer.c); each channel is a
+ *              TCP connection or a shared-memory ring (path.h)
+ *   cma        which peers' memory this rank may read directly (cma.c)
+ *   failure    set once, never cleared: a dead peer, a protocol error, an
+ *              abort reported by another rank, or the caller's abort; every
+ *              waiter wakes through fail_eventfd (failure.c)
+ *
+ * Nothing here knows about groups, collectives' arguments or tensors: the
+ * group layer (src/group) embeds a mesh and drives it. */
+#ifndef SPMD_TRANSPORT_MESH_H
+#define SPMD_TRANSPORT_MESH_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "common/common.h"
+#include "spmd/group.h" /* SPMD_ANY_SOURCE, SPMD_ANY_TAG */
+#include "spmd/status.h"
+
+typedef struct spmd__p2p spmd__p2p;   /* p2p_engine.c */
+typedef struct spmd__path spmd__path; /* path.h */
+typedef struct spmd__shm_link spmd__shm_link; /* shm_link.c */
+
+/* What this rank knows of a peer's process for cross-memory attach (cma.c). */
+typedef struct {
+    int ok;             /* both ranks can read each other: large collective messages go by CMA */
+    int local;          /* same kernel and pid namespace, both willing to share memory */
+    int pid;
+    uint64_t token_addr, token;
+} spmd__cma_peer;
+
+/* Channels of a pair of ranks. */
+enum { SPMD__CH_P2P = 0, SPMD__CH_COLL = 1, SPMD__NCHAN = 2 };
+
+typedef struct spmd__mesh {
+    int rank, world;
+    int local_world;              /* ranks on this host, as the launcher says (spin policy) */
+    char name[64];                /* the group's name, for messages */
+    int timeout_ms;               /* default deadline of blocking waits */
+    uint64_t job_id;
+
+    int *fd[SPMD__NCHAN];         /* [world] TCP connection per channel, -1 for self */
+    spmd__path **path[SPMD__NCHAN]; /* [world] how each channel moves bytes (NULL for self) */
+    spmd__shm_link *shm;          /* shared-memory rings with the peers under this kernel, or NULL */
+
+    spmd__p2p *p2p;
+    spmd__cma_peer *cma;          /* [world], NULL until negotiated */
+    uint64_t cma_token;           /* peers read it to know they read the right process */
+    size_t cma_min;               /* smaller collective messages stay inline (SPMD_CMA_MIN_BYTES) */
+
+    /* failure: set once, never cleared */
+    atomic_int failed;            /* 0 ok; else the spmd_status of the failure */
+    pthread_mutex_t fail_mu;
+    char fail_msg[SPMD__ERRLEN];
+    int fail_eventfd;             /* readable once failed != 0 */
+    atomic_int *peer_left;        /* [world] 1 after the peer said goodbye */
+} spmd__mesh;
+
+/* ---- which paths (mode.c) ---------------------------------------------------- */
+enum { SPMD__TRANSPORT_TCP = 0, SPMD__TRANSPORT_AUTO = 1, SPMD__TRANSPORT_SHM = 2 };
+int spmd__transport_mode(void);      /* SPMD_TRANSPORT */
+int spmd__transport_wants_shm(void); /* rings and shared gradients allowed */
+int spmd__transport_wants_cma(void); /* cross-memory attach allowed */
+
+/* ---- life cycle (failure.c) ---------------------------------------------- */
+/* Allocate the per-peer arrays and the failure eventfd; every fd -1. */
+spmd_status spmd__mesh_init(spmd__mesh *m, int rank, int world);
+/* Close every path and connection, free the arrays (engine stopped first). */
+void spmd__mesh_close(spmd__mesh *m);
+int64_t spmd__mesh_deadline(const spmd__mesh *m);
+/* Connect to every peer (connect.c): TCP mesh through the store, then
+ * cross-memory attach and shared-memory rings where the pair allows
+ * (SPMD_TRANSPORT).  m->job_id, name and timeout must be set. */
+struct spmd_store;
+spmd_status spmd__mesh_connect(spmd__mesh *m, struct spmd_store *store, const char *bind_host, int64_t deadline,
+                               char *err, size_t errlen);
+
+/* ---- failure (failure.c) ------------------------------------------------- */
+/* Record the failure and wake waiters (no p2p locking); 1 if first. */
+int spmd__mesh_mark_failed(spmd__mesh *m, spmd_status st, const char *msg);
+/* Mark the mesh failed (first call wins), wake every waiter, and if
+ * `tell_peers`, send an abort notice with the message to every live peer;
+ * every pending p2p operation fails. */
+void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...)
+    SPMD__PRINTF(4, 5);
+/* SPMD_OK, or the failure status with its message copied to msg. */
+spmd_status spmd__mesh_check(spmd__mesh *m, char *msg, size_t msglen);
+
+/* ---- point-to-point (p2p_engine.c) ---------------------------------------- */
+/* One posted send or receive.  The engine completes it exactly once through
+ * `complete` (from any thread); after that it never touches it again. */
+typedef struct spmd__preq spmd__preq;
+struct spmd__preq {
+    int send;
+    void *buf;
+    size_t len;
+    int peer;        /* dst for sends, src (or SPMD_ANY_SOURCE) for receives; rewritten
+                        under the engine's lock when an any-source receive matches */
+    int poll_peer;   /* the peer as posted: read by waiters without a lock */
+    int tag;         /* rewritten with the message's tag on match */
+    int source;      /* the sender, once matched */
+    uint64_t id;     /* rendezvous id */
+    spmd__preq *next;
+    void (*complete)(spmd__preq *r, spmd_status st, const char *msg);
+};
+
+spmd_status spmd__p2p_start(spmd__mesh *m, char *err, size_t errlen);
+/* Say goodbye to every peer, flush, stop the thread, fail what is pending. */
+void spmd__p2p_stop(spmd__mesh *m);
+spmd_status spmd__p2p_post_send(spmd__mesh *m, spmd__preq *r, char *err, size_t errlen);
+spmd_status spmd__p2p_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t errlen);
+/* Progress p2p traffic with `peer` (-1: every peer) on the calling thread,
+ * without blocking; used by waiters. */
+void spmd__p2p_poll(spmd__mesh *m, int peer);
+/* A waiter polls the rings itself for a while (senders need not wake us). */
+void spmd__p2p_spin_begin(spmd__mesh *m);
+void spmd__p2p_spin_end(spmd__mesh *m);
+/* Withdraw a posted receive (or a large send not yet cleared) that has not
+ * matched yet: completes it with SPMD_ERR_ABORTED; nothing when it matched. */
+void spmd__p2p_cancel(spmd__mesh *m, spmd__preq *r);
+/* Fail every pending p2p operation with st/msg. */
+void spmd__p2p_fail_all(spmd__mesh *m, spmd_status st, const char *msg);
+/* Queue an abort notice (text) to every live peer. */
+void spmd__p2p_broadcast_abort(spmd__mesh *m, spmd_status st, const char *msg);
+
+/* ---- cross-memory attach (cma.c) ------------------------------------------ */
+#define SPMD__BOOT_ID_LEN 40
+/* The running kernel's boot id and our pid namespace; 0 when unknown. */
+int spmd__kernel_identity(char boot_id[SPMD__BOOT_ID_LEN], uint64_t *pidns);
+/* Settle with every peer, over the idle collective channel, whether large
+ * collective messages may be read straight from its memory. */
+spmd_status spmd__cma_negotiate(spmd__mesh *m, int64_t deadline, char *err, size_t errlen);
+/* Read len bytes at the peer's address addr into dst (checks the peer's token). */
+spmd_status spmd__cma_read(spmd__mesh *m, int peer, void *dst, uint64_t addr, size_t len, char *err,
+                           size_t errlen);
+
+#endif

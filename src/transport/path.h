@@ -1,0 +1,87 @@
+/* src/transport/path.h — how one channel to one peer moves bytes.
+ *
+ * A path is a non-blocking byte stream in each direction with the calling
+ * conventions of send/recv, so the framing above it (p2p_engine.c, xfer.c)
+ * does not care which kind it drives:
+ *   writev  bytes written (> 0), or -1 with errno (EAGAIN: nothing fits now)
+ *   read    bytes read (> 0), 0 when the peer closed, or -1 with errno
+ *           (EAGAIN: nothing there now)
+ *
+ * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_link.c,
+ * a pair of single-producer/single-consumer rings in shared memory; no
+ * system call on the fast path).  Every path keeps its TCP connection: it is
+ * what a waiter sleeps on (poll/epoll) and how a dead peer is noticed (the
+ * kernel closes it).  A shared-memory writer whose reader went to sleep
+ * wakes it with one byte on that connection (a doorbell).
+ *
+ * Sleeping on a path, for a thread that found nothing to do:
+ *   spmd__path_arm(p, reading, writing)
+ *                        announce the sleep (waiting for bytes, for room to
+ *                        write); returns 1 when there is something to do after
+ *                        all (do not sleep)
+ *   poll/epoll on p->fd for POLLIN (a TCP path writing: POLLOUT too)
+ *   spmd__path_disarm(p) after waking: stand down, drain doorbells; 0 when
+ *                        the peer closed its connection, else 1
+ *   spmd__path_lower(p)  stand down as reader without sleeping (a thread
+ *                        that polls the path itself needs no doorbell)
+ */
+#ifndef SPMD_TRANSPORT_PATH_H
+#define SPMD_TRANSPORT_PATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include "spmd/status.h"
+
+typedef struct spmd__path spmd__path;
+typedef struct spmd__shm_link spmd__shm_link;
+struct spmd__mesh;
+
+typedef struct {
+    const char *name;
+    ssize_t (*writev)(spmd__path *p, const struct iovec *iov, int iovcnt);
+    ssize_t (*read)(spmd__path *p, void *buf, size_t len);
+    int (*arm)(spmd__path *p, int reading, int writing);
+    int (*disarm)(spmd__path *p);
+    void (*lower)(spmd__path *p);
+    void (*free)(spmd__path *p);
+} spmd__path_ops;
+
+struct spmd__path {
+    const spmd__path_ops *ops;
+    int fd;      /* the TCP connection (not owned: the mesh closes it) */
+    int peer;
+};
+
+static inline ssize_t spmd__path_writev(spmd__path *p, const struct iovec *iov, int n) {
+    return p->ops->writev(p, iov, n);
+}
+static inline ssize_t spmd__path_read(spmd__path *p, void *buf, size_t len) { return p->ops->read(p, buf, len); }
+static inline int spmd__path_arm(spmd__path *p, int reading, int writing) {
+    return p->ops->arm(p, reading, writing);
+}
+static inline void spmd__path_lower(spmd__path *p) { p->ops->lower(p); }
+static inline int spmd__path_disarm(spmd__path *p) { return p->ops->disarm(p); }
+static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
+
+/* A TCP path over connection fd (path_tcp.c); NULL when out of memory. */
+spmd__path *spmd__path_tcp(int fd, int peer);
+extern const spmd__path_ops spmd__path_tcp_ops;
+static inline int spmd__path_is_shm(const spmd__path *p) { return p->ops != &spmd__path_tcp_ops; }
+
+/* ---- shared-memory rings (shm_link.c) ----------------------------------
+ * Collective over the mesh's idle collective channel, after CMA's
+ * negotiation (which tells which peers run under this kernel): every rank
+ * creates its inbound rings in one memfd, hands it to its same-kernel peers
+ * over abstract Unix sockets (fdpass.h), maps theirs, and each pair agrees
+ * whether both directions work.  Then every channel of such a pair moves to
+ * rings; the others keep TCP.  mode: 0 TCP only, 1 shared memory where
+ * possible, 2 shared memory required for every same-kernel pair (an error
+ * otherwise). */
+spmd_status spmd__shm_link_setup(struct spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen);
+void spmd__shm_link_free(spmd__shm_link *l);
+/* Peers reached by shared memory (0 when none). */
+int spmd__shm_link_peers(const spmd__shm_link *l);
+
+#endif

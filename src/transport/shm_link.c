@@ -1,0 +1,396 @@
+/* shm_link.c — shared-memory paths between ranks under one kernel.
+ *
+ * Every rank owns one memfd holding its *inbound* rings: for each peer p and
+ * channel c, a single-producer/single-consumer byte ring that p writes and
+ * this rank reads.  Peers under the same kernel (cma.c's probe: same boot id
+ * and pid namespace) hand each other these memfds over abstract Unix sockets
+ * (fdpass.h: only the peers' pids are served), map them, and close the fd:
+ * the memory lives exactly as long as the mappings, so a killed job leaves
+ * nothing in /dev/shm or anywhere else.
+ *
+ * A ring (cache-line-separated counters, no system call on the fast path):
+ *
+ *     tail      bytes the producer has written (it alone stores it)
+ *     head      bytes the consumer has read    (it alone stores it)
+ *     c_sleep   the consumer may be asleep: the producer, after publishing,
+ *               clears it and rings the doorbell (one byte on the pair's TCP
+ *               connection, which the sleeper polls)
+ *     p_sleep   the producer waits for space: the consumer, after reading,
+ *               clears it and rings the doorbell the other way
+ *     data      ring_bytes of payload
+ *
+ * Sleeping is Dekker's handshake: the sleeper stores its flag, fences and
+ * looks again; the other side publishes, fences and reads the flag — at
+ * least one of them sees the other, so no wake-up is lost.  The doorbell
+ * byte costs a system call only when the other side actually sleeps.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "fdpass.h"
+#include "mesh.h"
+#include "path.h"
+
+#define SEG_MAGIC 0x73706d646c6e6b31ull /* "spmdlnk1" */
+#define XCHG_MAGIC 0x4c4e4b31u          /* "LNK1" */
+#define DEFAULT_RING_BYTES (128u * 1024u)
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint32_t c_sleep;
+    _Alignas(64) _Atomic uint32_t p_sleep;
+    _Alignas(64) unsigned char data[];
+} ring;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t rank, world, ring_bytes, nchan;
+} seg_header;
+
+#define HDR_BYTES 4096u
+
+typedef struct {
+    spmd__path base;
+    ring *in, *out;
+    uint32_t size;       /* ring_bytes (a power of two) */
+    uint64_t in_tail;    /* last tail seen on `in` */
+    uint64_t out_head;   /* last head seen on `out` */
+} shm_path;
+
+struct spmd__shm_link {
+    int world, rank;
+    size_t ring_stride, seg_len;
+    uint32_t ring_bytes;
+    unsigned char *own;      /* our segment (inbound rings) */
+    unsigned char **peer;    /* [world] peers' segments (NULL: not shared) */
+    shm_path **paths[SPMD__NCHAN]; /* [world] our shm paths, to wake sleepers on failure */
+    int npeers;
+};
+
+static ring *ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan) {
+    return (ring *)(void *)(seg + HDR_BYTES + ((size_t)from * SPMD__NCHAN + (size_t)chan) * l->ring_stride);
+}
+
+static void doorbell(int fd) {
+    char b = 1;
+    ssize_t r = send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)r; /* a full socket already holds a doorbell; a dead one is noticed by the poller */
+}
+
+/* ---- the path -------------------------------------------------------------- */
+
+static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
+    shm_path *p = (shm_path *)pp;
+    ring *r = p->out;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t room = p->size - (tail - p->out_head);
+    if (room == 0) {
+        p->out_head = atomic_load_explicit(&r->head, memory_order_acquire);
+        room = p->size - (tail - p->out_head);
+        if (room == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    size_t done = 0;
+    for (int i = 0; i < n && room; i++) {
+        const unsigned char *src = iov[i].iov_base;
+        size_t len = iov[i].iov_len;
+        while (len && room) {
+            size_t off = (size_t)((tail + done) & (p->size - 1));
+            size_t take = len;
+            if (take > room) take = (size_t)room;
+            if (take > p->size - off) take = p->size - off;
+            memcpy(r->data + off, src, take);
+            src += take;
+            len -= take;
+            done += take;
+            room -= take;
+        }
+    }
+    if (!done) { /* nothing asked */
+        errno = EAGAIN;
+        return -1;
+    }
+    atomic_store_explicit(&r->tail, tail + done, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed) &&
+        atomic_exchange_explicit(&r->c_sleep, 0, memory_order_relaxed))
+        doorbell(pp->fd);
+    return (ssize_t)done;
+}
+
+static ssize_t shm_read(spmd__path *pp, void *buf, size_t len) {
+    shm_path *p = (shm_path *)pp;
+    ring *r = p->in;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t avail = p->in_tail - head;
+    if (avail == 0) {
+        p->in_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        avail = p->in_tail - head;
+        if (avail == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    if (len > avail) len = (size_t)avail;
+    size_t off = (size_t)(head & (p->size - 1));
+    size_t first = len < p->size - off ? len : p->size - off;
+    memcpy(buf, r->data + off, first);
+    if (len > first) memcpy((unsigned char *)buf + first, r->data, len - first);
+    atomic_store_explicit(&r->head, head + len, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&r->p_sleep, memory_order_relaxed) &&
+        atomic_exchange_explicit(&r->p_sleep, 0, memory_order_relaxed))
+        doorbell(pp->fd);
+    return (ssize_t)len;
+}
+
+/* Announce a sleep as reader and/or as a writer with bytes queued.  1 when
+ * there is something to do after all: bytes to read, or room to write. */
+static int shm_arm(spmd__path *pp, int reading, int writing) {
+    shm_path *p = (shm_path *)pp;
+    int full = 0;
+    if (writing) {
+        uint64_t out_tail = atomic_load_explicit(&p->out->tail, memory_order_relaxed);
+        if (out_tail - atomic_load_explicit(&p->out->head, memory_order_acquire) < p->size) return 1;
+        full = 1;
+        atomic_store_explicit(&p->out->p_sleep, 1, memory_order_relaxed);
+    }
+    if (reading) atomic_store_explicit(&p->in->c_sleep, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (reading && atomic_load_explicit(&p->in->tail, memory_order_acquire) !=
+                       atomic_load_explicit(&p->in->head, memory_order_relaxed))
+        return 1;
+    if (full && atomic_load_explicit(&p->out->tail, memory_order_relaxed) -
+                        atomic_load_explicit(&p->out->head, memory_order_acquire) < p->size)
+        return 1;
+    return 0;
+}
+
+static void shm_lower(spmd__path *pp) {
+    atomic_store_explicit(&((shm_path *)pp)->in->c_sleep, 0, memory_order_relaxed);
+}
+
+/* After a sleep: stand down and drain doorbells.  0 when the peer closed. */
+static int shm_disarm(spmd__path *pp) {
+    shm_path *p = (shm_path *)pp;
+    atomic_store_explicit(&p->in->c_sleep, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->out->p_sleep, 0, memory_order_relaxed);
+    char sink[64];
+    for (;;) {
+        ssize_t n = recv(pp->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0) continue;
+        if (n == 0) return 0;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : 0;
+    }
+}
+
+static void shm_free(spmd__path *pp) { free(pp); }
+
+static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm_disarm, shm_lower, shm_free};
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+static uint32_t ring_bytes_wanted(void) {
+    long v = DEFAULT_RING_BYTES;
+    if (spmd__env_int("SPMD_SHM_RING_BYTES", 4096, 64L << 20, &v) != SPMD_OK) v = DEFAULT_RING_BYTES;
+    uint32_t p = 4096;
+    while (p < (uint64_t)v) p <<= 1; /* a power of two: offsets are masks */
+    return p;
+}
+
+void spmd__shm_link_free(spmd__shm_link *l) {
+    if (!l) return;
+    for (int r = 0; l->peer && r < l->world; r++)
+        if (l->peer[r]) munmap(l->peer[r], l->seg_len);
+    if (l->own) munmap(l->own, l->seg_len);
+    for (int c = 0; c < SPMD__NCHAN; c++) free(l->paths[c]);
+    free(l->peer);
+    free(l);
+}
+
+int spmd__shm_link_peers(const spmd__shm_link *l) { return l ? l->npeers : 0; }
+
+/* Write then read `len` bytes with each listed peer over its idle
+ * collective connection (everything fits any socket buffer). */
+static spmd_status swap_all(spmd__mesh *m, const char *want, unsigned char (*out)[16], unsigned char (*in)[16],
+                            int64_t deadline, char *err, size_t errlen) {
+    char why[SPMD__ERRLEN];
+    spmd_status st;
+    for (int p = 0; p < m->world; p++)
+        if (want[p] && (st = spmd__write_full(m->fd[SPMD__CH_COLL][p], out[p], 16, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: shared-memory set-up with rank %d: %s", m->rank, p, why);
+    for (int p = 0; p < m->world; p++)
+        if (want[p] && (st = spmd__read_full(m->fd[SPMD__CH_COLL][p], in[p], 16, deadline, NULL, why, sizeof why)))
+            return spmd__fail(err, errlen, st, "rank %d: shared-memory set-up with rank %d: %s", m->rank, p, why);
+    for (int p = 0; p < m->world; p++)
+        if (want[p] && spmd__get_u32(in[p]) != XCHG_MAGIC)
+            return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: garbled shared-memory set-up from rank %d",
+                              m->rank, p);
+    return SPMD_OK;
+}
+
+static int map_peer_seg(spmd__shm_link *l, int r, int fd) {
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == l->seg_len)
+        p = mmap(NULL, l->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 0;
+    const seg_header *h = p;
+    if (h->magic != SEG_MAGIC || h->rank != (uint32_t)r || h->world != (uint32_t)l->world ||
+        h->ring_bytes != l->ring_bytes) {
+        munmap(p, l->seg_len);
+        return 0;
+    }
+    l->peer[r] = p;
+    return 1;
+}
+
+spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen) {
+    if (mode == 0 || m->world == 1 || !m->cma) return SPMD_OK;
+    int world = m->world;
+    char *local = calloc((size_t)world, 1);
+    unsigned char(*out)[16] = calloc((size_t)world, 16);
+    unsigned char(*in)[16] = calloc((size_t)world, 16);
+    int *conn = malloc(sizeof(int) * (size_t)world);
+    int *pids = malloc(sizeof(int) * (size_t)world);
+    spmd__shm_link *l = calloc(1, sizeof *l);
+    int lfd = -1, segfd = -1;
+    spmd_status st = SPMD_OK;
+    if (!local || !out || !in || !conn || !pids || !l) {
+        st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int p = 0; p < world; p++) conn[p] = -1;
+    int nlocal = 0;
+    for (int p = 0; p < world; p++)
+        if (p != m->rank && m->cma[p].local) local[p] = 1, nlocal++;
+    if (!nlocal) goto done;
+
+    l->world = world;
+    l->rank = m->rank;
+    l->ring_bytes = ring_bytes_wanted();
+    l->ring_stride = ((sizeof(ring) + l->ring_bytes + 4095) / 4096) * 4096;
+    l->seg_len = HDR_BYTES + (size_t)world * SPMD__NCHAN * l->ring_stride;
+    l->peer = calloc((size_t)world, sizeof *l->peer);
+    for (int c = 0; c < SPMD__NCHAN; c++) l->paths[c] = calloc((size_t)world, sizeof(shm_path *));
+    if (!l->peer || !l->paths[0] || !l->paths[1]) {
+        st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* our segment: header + inbound rings (pages touched only for local peers) */
+    int ready = 0;
+    uint64_t nonce = 0;
+    segfd = memfd_create("spmd-link", MFD_CLOEXEC);
+    if (segfd >= 0 && ftruncate(segfd, (off_t)l->seg_len) == 0) {
+        void *p = mmap(NULL, l->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, segfd, 0);
+        if (p != MAP_FAILED) {
+            l->own = p;
+            seg_header *h = p;
+            h->magic = SEG_MAGIC;
+            h->rank = (uint32_t)m->rank;
+            h->world = (uint32_t)world;
+            h->ring_bytes = l->ring_bytes;
+            h->nchan = SPMD__NCHAN;
+            if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid();
+            lfd = spmd__fdpass_listen(nonce, world);
+            ready = lfd >= 0;
+        }
+    }
+    /* 1: listening?  2: connected to your listener?  3: mapped your segment? */
+    for (int p = 0; p < world; p++) {
+        spmd__put_u32(out[p], XCHG_MAGIC);
+        spmd__put_u32(out[p] + 4, (uint32_t)ready);
+        spmd__put_u64(out[p] + 8, nonce);
+    }
+    if ((st = swap_all(m, local, out, in, deadline, err, errlen))) goto done;
+    int npids = 0;
+    for (int p = 0; p < world; p++) {
+        if (!local[p]) continue;
+        int ok = ready && spmd__get_u32(in[p] + 4) == 1;
+        if (ok) conn[p] = spmd__fdpass_connect(m->cma[p].pid, spmd__get_u64(in[p] + 8));
+        spmd__put_u32(out[p] + 4, (uint32_t)(conn[p] >= 0));
+    }
+    if ((st = swap_all(m, local, out, in, deadline, err, errlen))) goto done;
+    for (int p = 0; p < world; p++)
+        if (local[p] && spmd__get_u32(in[p] + 4) == 1) pids[npids++] = m->cma[p].pid;
+    if (npids && !spmd__fdpass_serve(lfd, segfd, (uint32_t)m->rank, pids, npids, deadline)) {
+        st = spmd__fail(err, errlen, SPMD_ERR_TIMEOUT, "rank %d: handing shared memory to its peers failed", m->rank);
+        goto done;
+    }
+    for (int p = 0; p < world; p++) {
+        int mapped = 0;
+        if (local[p] && conn[p] >= 0) {
+            uint32_t tag = 0;
+            int fd = spmd__fdpass_receive(conn[p], &tag, deadline);
+            mapped = fd >= 0 && tag == (uint32_t)p && map_peer_seg(l, p, fd);
+            if (fd >= 0) close(fd);
+        }
+        spmd__put_u32(out[p] + 4, (uint32_t)mapped);
+    }
+    if ((st = swap_all(m, local, out, in, deadline, err, errlen))) goto done;
+    for (int p = 0; p < world; p++) {
+        if (!local[p]) continue;
+        int both = l->peer[p] && spmd__get_u32(in[p] + 4) == 1;
+        if (!both) {
+            if (mode == 2) {
+                st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM,
+                                "rank %d: SPMD_TRANSPORT=shm but no shared memory with rank %d (same host)", m->rank, p);
+                goto done;
+            }
+            SPMD_LOGI("rank %d: rank %d runs under this kernel but shares no memory: TCP", m->rank, p);
+            continue;
+        }
+        for (int c = 0; c < SPMD__NCHAN; c++) {
+            shm_path *sp = calloc(1, sizeof *sp);
+            if (!sp) {
+                st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            sp->base.ops = &shm_ops;
+            sp->base.fd = m->fd[c][p];
+            sp->base.peer = p;
+            sp->size = l->ring_bytes;
+            sp->in = ring_at(l, l->own, p, c);
+            sp->out = ring_at(l, l->peer[p], m->rank, c);
+            l->paths[c][p] = sp;
+        }
+        l->npeers++;
+    }
+    /* every pair has settled: switch the channels (nothing is in flight) */
+    for (int p = 0; p < world; p++)
+        for (int c = 0; c < SPMD__NCHAN; c++)
+            if (l->paths[c][p]) {
+                spmd__path_free(m->path[c][p]);
+                m->path[c][p] = &l->paths[c][p]->base;
+            }
+done:
+    for (int p = 0; p < world && conn; p++)
+        if (conn[p] >= 0) close(conn[p]);
+    if (lfd >= 0) close(lfd);
+    if (segfd >= 0) close(segfd);
+    if (l && (st || !l->npeers)) { /* nothing was handed to the mesh */
+        for (int c = 0; c < SPMD__NCHAN; c++)
+            for (int p = 0; p < world && l->paths[c]; p++) free(l->paths[c][p]);
+        spmd__shm_link_free(l);
+        l = NULL;
+    }
+    if (l) m->shm = l;
+    free(local);
+    free(out);
+    free(in);
+    free(conn);
+    free(pids);
+    return st;
+}

@@ -1,0 +1,76 @@
+/* src/transport/xfer.h — the collective wire: framed transfers between the
+ * ranks of a mesh for the collective now running, and that collective's
+ * context.
+ *
+ * Every message carries a header naming the collective (kind, sequence
+ * number, descriptor hash) checked on arrival, so ranks that disagree get
+ * SPMD_ERR_MISMATCH instead of a hang or an overrun.  Every call honours the
+ * context's deadline and the mesh's failure state.  The collective kinds and
+ * their names live here because the wire carries them. */
+#ifndef SPMD_TRANSPORT_XFER_H
+#define SPMD_TRANSPORT_XFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/common.h"
+#include "mesh.h"
+
+typedef enum {
+    SPMD__C_BARRIER = 1,
+    SPMD__C_BROADCAST,
+    SPMD__C_REDUCE,
+    SPMD__C_ALL_REDUCE,
+    SPMD__C_GATHER,
+    SPMD__C_ALL_GATHER,      /* flat buffer, or a list when recvbufs != NULL */
+    SPMD__C_SCATTER,
+    SPMD__C_REDUCE_SCATTER,
+    SPMD__C_ALL_TO_ALL,      /* equal splits, or uneven when sendcounts != NULL */
+    SPMD__C_KIND_COUNT
+} spmd__coll_kind;
+
+const char *spmd__coll_kind_name(spmd__coll_kind k); /* "all_reduce", ... */
+
+#define SPMD__SCRATCH_SLOTS 4
+
+/* The collective running on a mesh: set by the group's executor before each
+ * collective, read by the algorithms through coll.h's accessors. */
+typedef struct spmd__coll_ctx {
+    spmd__mesh *m;
+    spmd__coll_kind kind;  /* the collective running now */
+    uint32_t seq;          /* collectives run so far on this group (same on every rank) */
+    uint32_t desc;         /* hash of the arguments every rank must agree on */
+    int64_t deadline;
+    size_t segment_bytes;
+    uint64_t spin_ns;      /* busy-poll budget before sleeping in poll() */
+    int yield_in_spin;     /* oversubscribed: yield the core while spinning */
+    int use_cma;           /* large sends may go by cross-memory attach */
+    void *scratch[SPMD__SCRATCH_SLOTS];
+    size_t scratch_len[SPMD__SCRATCH_SLOTS];
+    char err[SPMD__ERRLEN];
+} spmd__coll_ctx;
+
+/* One message to or from a peer (a rank of this mesh, never ourselves). */
+typedef struct {
+    int peer;
+    void *buf;
+    size_t len;
+} spmd__xfer_op;
+
+/* Progress all sends and receives together until every one is complete
+ * (sends and receives to the same peer are fine; a ring where everyone sends
+ * first does not deadlock).  Messages between a pair of ranks are matched in
+ * order.  A received header that does not match (other collective, other
+ * sequence number, other descriptor, other length) fails with
+ * SPMD_ERR_MISMATCH naming both ranks. */
+spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends,
+                       const spmd__xfer_op *recvs, int nrecvs);
+spmd_status spmd__xsend(spmd__coll_ctx *c, int peer, const void *buf, size_t len);
+spmd_status spmd__xrecv(spmd__coll_ctx *c, int peer, void *buf, size_t len);
+spmd_status spmd__xsendrecv(spmd__coll_ctx *c, int speer, const void *sbuf, size_t slen,
+                            int rpeer, void *rbuf, size_t rlen);
+
+/* Record a detailed message for the current collective and return st. */
+spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)
+    SPMD__PRINTF(3, 4);
+
+#endif
