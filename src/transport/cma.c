@@ -8,7 +8,7 @@
  * Whether a pair may do it is settled once, when the group connects, over the
  * collective channel (still idle then): every rank sends every peer a probe
  *     u32 magic | u32 willing | u32 pid | u32 zero | u64 pid-namespace id |
- *     u64 token address | u64 token | 40 bytes boot id
+ *     u64 token address | u64 token | 40 bytes boot id | u64 network namespace id
  * then tries to read the token of each peer that runs under the same kernel
  * (same boot id, same pid namespace), and answers with a verdict
  *     u32 magic | u32 could-read.
@@ -41,11 +41,11 @@
 #define PROBE_MAGIC 0x434d4131u   /* "CMA1" */
 #define VERDICT_MAGIC 0x434d4156u /* "CMAV" */
 #define BOOT_ID_LEN SPMD__BOOT_ID_LEN
-#define PROBE_LEN (40 + BOOT_ID_LEN)
+#define PROBE_LEN (48 + BOOT_ID_LEN)
 
 typedef struct {
     int willing, pid;
-    uint64_t pidns, token_addr, token;
+    uint64_t pidns, netns, token_addr, token;
     char boot_id[BOOT_ID_LEN];
 } probe;
 
@@ -68,6 +68,7 @@ static void encode(const probe *p, unsigned char *b) {
     spmd__put_u32(b + 4, (uint32_t)p->willing);
     spmd__put_u32(b + 8, (uint32_t)p->pid);
     spmd__put_u64(b + 16, p->pidns);
+    spmd__put_u64(b + 40 + BOOT_ID_LEN, p->netns);
     spmd__put_u64(b + 24, p->token_addr);
     spmd__put_u64(b + 32, p->token);
     memcpy(b + 40, p->boot_id, BOOT_ID_LEN);
@@ -79,6 +80,7 @@ static int decode(const unsigned char *b, probe *p) {
     if (p->willing & ~3) return 0;
     p->pid = (int)spmd__get_u32(b + 8);
     p->pidns = spmd__get_u64(b + 16);
+    p->netns = spmd__get_u64(b + 40 + BOOT_ID_LEN);
     p->token_addr = spmd__get_u64(b + 24);
     p->token = spmd__get_u64(b + 32);
     memcpy(p->boot_id, b + 40, BOOT_ID_LEN);
@@ -133,6 +135,8 @@ spmd_status spmd__cma_negotiate(spmd__mesh *g, int64_t deadline, char *err, size
     probe me = {0};
     if (getrandom(&g->cma_token, sizeof g->cma_token, 0) != (ssize_t)sizeof g->cma_token)
         g->cma_token = spmd__now_ns() * 0x9e3779b97f4a7c15ull;
+    struct stat ns;
+    if (stat("/proc/self/ns/net", &ns) == 0) me.netns = ((uint64_t)ns.st_dev << 32) ^ (uint64_t)ns.st_ino;
     if (spmd__kernel_identity(me.boot_id, &me.pidns))
         me.willing = (spmd__transport_wants_cma() ? 1 : 0) | (spmd__transport_wants_shm() ? 2 : 0);
     me.pid = (int)getpid();
@@ -162,7 +166,8 @@ spmd_status spmd__cma_negotiate(spmd__mesh *g, int64_t deadline, char *err, size
         cp->token = them.token;
         int kernel = me.willing && them.willing && them.pidns == me.pidns &&
                      strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
-        cp->local = kernel && (me.willing & them.willing & 2);
+        /* rings need the abstract sockets of one network namespace (fdpass.h) */
+        cp->local = kernel && me.netns && them.netns == me.netns && (me.willing & them.willing & 2);
         int same = kernel && (me.willing & them.willing & 1) &&
                    strncmp(them.boot_id, me.boot_id, BOOT_ID_LEN) == 0;
         if (same) {
