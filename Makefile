@@ -16,8 +16,13 @@ build:
 demo: build
 	$(BUILD)/tools/spmdrun --standalone --nproc-per-node 2 $(BUILD)/tools/spmd-train --model cnn --epochs 1
 
+# The suite once per transport: the default (shared memory on one host), TCP
+# only, and shared memory required (the netns test mixes both: rings within a
+# namespace, TCP across).
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
+	cd $(BUILD) && SPMD_TRANSPORT=tcp ctest -j $(JOBS) --output-on-failure -L 'mp|launcher|netns|examples|ddp'
+	cd $(BUILD) && SPMD_TRANSPORT=shm ctest -j $(JOBS) --output-on-failure -L 'mp|launcher|netns|examples|ddp'
 
 test-asan:
 	$(CMAKE) -S . -B build-asan -DSPMD_WERROR=ON -DSPMD_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null

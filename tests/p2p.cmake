@@ -16,3 +16,4 @@ add_test(NAME test_mpirun COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mp/test_mpirun.
 set_tests_properties(test_mpirun PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "mp")
 spmd_test(test_group_init SOURCES mp/test_group_init.c LABELS mp TIMEOUT 120)
 spmd_test(test_subgroup SOURCES mp/test_subgroup.c LABELS mp TIMEOUT 120)
+spmd_test(test_shm_kill SOURCES mp/test_shm_kill.c LABELS mp TIMEOUT 180)

@@ -509,8 +509,9 @@ static int p2p_bench(spmd_group *g, const opts_t *o) {
     const int window = 64;
     spmd_work *ws[64];
     if (rank == 0) {
-        printf("# spmd-bench %s (%s), ranks 0 and 1 of %d\n", o->opname,
-               o->op == O_PINGPONG ? "half round trip" : "window of 64 isends, then a 4-byte ack", w);
+        printf("# spmd-bench %s (%s), ranks 0 and 1 of %d (backend %s)\n", o->opname,
+               o->op == O_PINGPONG ? "half round trip" : "window of 64 isends, then a 4-byte ack", w,
+               spmd_group_backend(g));
         printf("# %10s %12s %12s\n", "size (B)", o->op == O_PINGPONG ? "latency (us)" : "time (us)", "bw (GB/s)");
     }
     int rc = 0;

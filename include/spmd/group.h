@@ -91,7 +91,9 @@ int spmd_group_rank(const spmd_group *g);
 int spmd_group_size(const spmd_group *g);
 int spmd_group_local_rank(const spmd_group *g);       /* LOCAL_RANK, or 0 */
 int spmd_group_local_size(const spmd_group *g);       /* LOCAL_WORLD_SIZE, or 1 */
-const char *spmd_group_backend(const spmd_group *g);  /* "tcp" */
+/* How this rank reaches its peers: "shm" (shared-memory rings, all on this
+ * host), "tcp", or "shm+tcp" (some of each); see SPMD_TRANSPORT. */
+const char *spmd_group_backend(const spmd_group *g);
 spmd_store *spmd_group_store(spmd_group *g);          /* the group's store (not owned); NULL at world size 1 without one */
 /* Detailed message of the last failed call made on g by any thread. */
 const char *spmd_group_errmsg(const spmd_group *g);

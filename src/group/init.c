@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "envinfo.h"
 #include "group_internal.h"
+#include "transport/path.h"
 
 /* ---- errors and failure -------------------------------------------------- */
 
@@ -39,7 +40,12 @@ int spmd_group_rank(const spmd_group *g) { return g ? g->rank : -1; }
 int spmd_group_size(const spmd_group *g) { return g ? g->world : -1; }
 int spmd_group_local_rank(const spmd_group *g) { return g ? g->local_rank : -1; }
 int spmd_group_local_size(const spmd_group *g) { return g ? g->local_world : -1; }
-const char *spmd_group_backend(const spmd_group *g) { (void)g; return "tcp"; }
+/* The paths this rank's peers are reached by: shared memory, TCP, or both. */
+const char *spmd_group_backend(const spmd_group *g) {
+    if (!g) return "?";
+    int shm = spmd__shm_link_peers(g->t.shm), others = g->world - 1 - shm;
+    return shm && others ? "shm+tcp" : shm ? "shm" : "tcp";
+}
 spmd_store *spmd_group_store(spmd_group *g) { return g ? g->store : NULL; }
 
 const char *spmd_group_errmsg(const spmd_group *g) {

@@ -330,6 +330,9 @@ static spmd_status pull(xcall *x, xop *o) {
     char why[SPMD__ERRLEN];
     uint64_t addr = spmd__get_u64(o->hdr) + o->done;
     spmd_status st = spmd__cma_read(x->c->m, o->peer, o->buf + o->done, addr, piece, why, sizeof why);
+    /* A peer that failed its group (or is gone) is not the cause: its abort
+     * notice, naming the cause, is on the way. */
+    if (st == SPMD_ERR_REMOTE) return peer_gone(x->c, o->peer, why);
     if (st) return spmd__coll_fail(x->c, st, "%s #%u: %s", spmd__coll_kind_name(x->c->kind), x->c->seq, why);
     o->done += piece;
     if (o->done == o->len) {
