@@ -38,43 +38,11 @@
 #include "fdpass.h"
 #include "mesh.h"
 #include "path.h"
+#include "shm_internal.h"
 
-#define SEG_MAGIC 0x73706d646c6e6b31ull /* "spmdlnk1" */
 #define XCHG_MAGIC 0x4c4e4b31u          /* "LNK1" */
 #define DEFAULT_RING_BYTES (128u * 1024u)
-
-typedef struct {
-    _Alignas(64) _Atomic uint64_t tail;
-    _Alignas(64) _Atomic uint64_t head;
-    _Alignas(64) _Atomic uint32_t c_sleep;
-    _Alignas(64) _Atomic uint32_t p_sleep;
-    _Alignas(64) unsigned char data[];
-} ring;
-
-typedef struct {
-    uint64_t magic;
-    uint32_t rank, world, ring_bytes, nchan;
-} seg_header;
-
-#define HDR_BYTES 4096u
-
-typedef struct {
-    spmd__path base;
-    ring *in, *out;
-    uint32_t size;       /* ring_bytes (a power of two) */
-    uint64_t in_tail;    /* last tail seen on `in` */
-    uint64_t out_head;   /* last head seen on `out` */
-} shm_path;
-
-struct spmd__shm_link {
-    int world, rank;
-    size_t ring_stride, seg_len;
-    uint32_t ring_bytes;
-    unsigned char *own;      /* our segment (inbound rings) */
-    unsigned char **peer;    /* [world] peers' segments (NULL: not shared) */
-    shm_path **paths[SPMD__NCHAN]; /* [world] our shm paths, to wake sleepers on failure */
-    int npeers;
-};
+#define DEFAULT_SLOT_BYTES (256u * 1024u)
 
 static ring *ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan) {
     return (ring *)(void *)(seg + HDR_BYTES + ((size_t)from * SPMD__NCHAN + (size_t)chan) * l->ring_stride);
