@@ -1,5 +1,5 @@
-# src/coll/algos.cmake — collective algorithms, the selection table and the
-# public collective API (included by src/coll/CMakeLists.txt).
+# src/coll/algos.cmake — collective algorithms and the selection table
+# (included by src/coll/CMakeLists.txt).
 target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/pattern.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_ring.c
@@ -21,6 +21,12 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_pairwise.c
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_linear.c
   ${CMAKE_CURRENT_LIST_DIR}/barrier_dissemination.c
+  ${CMAKE_CURRENT_LIST_DIR}/allreduce_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/bcast_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/allgather_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_scatter_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/barrier_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/select.c
   ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )

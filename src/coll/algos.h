@@ -82,8 +82,9 @@ static inline size_t spmd__npieces(size_t maxlen, size_t seg) {
 spmd_status spmd__coll_algo_check(spmd__coll_kind k, const char *name, char *err, size_t errlen);
 /* "ring, rhd, rd, naive, butterfly" for all_reduce, etc. */
 void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen);
-/* The algorithm the table picks for this call at world size w (NULL if none). */
-const char *spmd__coll_select_name(const spmd__coll_args *a, int w);
+/* The algorithm the table picks for this call at world size w, with or
+ * without shared slots (NULL if none). */
+const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm);
 
 /* ---- all_reduce ---- */
 spmd_status spmd__allreduce_ring(spmd__coll_ctx *c, const spmd__coll_args *a);
@@ -91,11 +92,15 @@ spmd_status spmd__allreduce_rhd(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_rd(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_naive(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_butterfly(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__allreduce_shm_oneshot(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__allreduce_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- broadcast ---- */
 spmd_status spmd__bcast_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__bcast_scatter_ring(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__bcast_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- reduce ---- */
 spmd_status spmd__reduce_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__reduce_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- gather / scatter ---- */
 spmd_status spmd__gather_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__gather_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
@@ -104,9 +109,11 @@ spmd_status spmd__scatter_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- all_gather ---- */
 spmd_status spmd__allgather_ring(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allgather_bruck(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__allgather_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- reduce_scatter ---- */
 spmd_status spmd__reduce_scatter_ring(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__reduce_scatter_direct(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__reduce_scatter_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- all_to_all ---- */
 /* Byte offset and length of block i of the send (recv = 0) or receive buffer. */
 void spmd__a2a_block(const spmd__coll_args *a, int i, int recv, size_t *off, size_t *len);
@@ -114,5 +121,6 @@ spmd_status spmd__alltoall_pairwise(spmd__coll_ctx *c, const spmd__coll_args *a)
 spmd_status spmd__alltoall_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- barrier ---- */
 spmd_status spmd__barrier_dissemination(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__barrier_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 
 #endif

@@ -31,7 +31,9 @@
 #define MiB (1024 * KiB)
 #define ANY_SIZE SIZE_MAX
 #define ANY_WORLD (1 << 30)
-#define BY_NAME_ONLY 0, 0, 0, 0
+#define BY_NAME_ONLY 0, 0, 0, 0, 0
+#define SHM , 1     /* the row needs shared slots with every rank */
+#define ANY_PATH , 0 /* TCP or rings */
 
 typedef struct {
     spmd__coll_kind kind;
@@ -39,46 +41,58 @@ typedef struct {
     spmd__algo_fn fn;
     size_t lo, hi;  /* automatic choice for lo <= bytes < hi */
     int wlo, whi;   /* ... and wlo <= world <= whi */
+    int shm;        /* ... and (1) only when every pair shares memory (transport/xfer.h) */
 } algo_row;
 
 /* clang-format off */
 static const algo_row TABLE[] = {
 /*  collective                name         function                       bytes from .. to        world  */
-    {SPMD__C_BARRIER,        "dissemination", spmd__barrier_dissemination, 0, ANY_SIZE,          2, ANY_WORLD},
+    /* Shared slots (one host, every pair on rings) come first: no message
+     * headers, no kernel, one flag exchange per step. */
+    {SPMD__C_BARRIER,        "shm",       spmd__barrier_shm,           0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_BARRIER,        "dissemination", spmd__barrier_dissemination, 0, ANY_SIZE,          2, ANY_WORLD ANY_PATH},
 
+    {SPMD__C_BROADCAST,      "shm",       spmd__bcast_shm,             0,         ANY_SIZE,       2, ANY_WORLD SHM},
     /* scatter_ring never beat the pipelined tree here (w = 2, 4, 8; up to 16 MiB) */
-    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_BROADCAST,      "tree",      spmd__bcast_tree,            0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
     {SPMD__C_BROADCAST,      "scatter_ring", spmd__bcast_scatter_ring, BY_NAME_ONLY},
 
-    {SPMD__C_REDUCE,         "tree",      spmd__reduce_tree,           0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_REDUCE,         "shm",       spmd__reduce_shm,            0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_REDUCE,         "tree",      spmd__reduce_tree,           0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 
+    /* shared slots: one step (every rank reduces everything) while small,
+     * then reduce-scatter + all-gather in two steps per slot-sized chunk */
+    {SPMD__C_ALL_REDUCE,     "oneshot",   spmd__allreduce_shm_oneshot, 0,         16 * KiB,       2, ANY_WORLD SHM},
+    {SPMD__C_ALL_REDUCE,     "shm",       spmd__allreduce_shm,         0,         ANY_SIZE,       2, ANY_WORLD SHM},
     /* w = 2: one exchange of the whole buffer (rd) beats two half exchanges
      * up to 512 KiB; beyond that the ring's halved reduction and in-cache
      * pieces win.  w >= 3: rd to 128 KiB, rhd to 1 MiB, then the ring. */
-    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         512 * KiB,      2, 2},
-    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         128 * KiB,      3, ANY_WORLD},
-    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         128 * KiB, 1 * MiB,        3, ANY_WORLD},
-    {SPMD__C_ALL_REDUCE,     "ring",      spmd__allreduce_ring,        0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         512 * KiB,      2, 2 ANY_PATH},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         128 * KiB,      3, ANY_WORLD ANY_PATH},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         128 * KiB, 1 * MiB,        3, ANY_WORLD ANY_PATH},
+    {SPMD__C_ALL_REDUCE,     "ring",      spmd__allreduce_ring,        0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
     {SPMD__C_ALL_REDUCE,     "naive",     spmd__allreduce_naive,       BY_NAME_ONLY},
     {SPMD__C_ALL_REDUCE,     "butterfly", spmd__allreduce_butterfly,   BY_NAME_ONLY},
 
     /* the trees never beat the direct versions here (w = 4, 8) */
-    {SPMD__C_GATHER,         "linear",    spmd__gather_linear,         0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_GATHER,         "linear",    spmd__gather_linear,         0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
     {SPMD__C_GATHER,         "tree",      spmd__gather_tree,           BY_NAME_ONLY},
-    {SPMD__C_SCATTER,        "linear",    spmd__scatter_linear,        0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_SCATTER,        "linear",    spmd__scatter_linear,        0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
     {SPMD__C_SCATTER,        "tree",      spmd__scatter_tree,          BY_NAME_ONLY},
 
     /* bytes = the whole output; at w = 2 Bruck is the ring plus a copy */
-    {SPMD__C_ALL_GATHER,     "bruck",     spmd__allgather_bruck,       0,         256 * KiB,      3, ANY_WORLD},
-    {SPMD__C_ALL_GATHER,     "ring",      spmd__allgather_ring,        0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_ALL_GATHER,     "shm",       spmd__allgather_shm,         0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_ALL_GATHER,     "bruck",     spmd__allgather_bruck,       0,         256 * KiB,      3, ANY_WORLD ANY_PATH},
+    {SPMD__C_ALL_GATHER,     "ring",      spmd__allgather_ring,        0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 
     /* bytes = the whole input */
-    {SPMD__C_REDUCE_SCATTER, "direct",    spmd__reduce_scatter_direct, 0,         256 * KiB,      2, ANY_WORLD},
-    {SPMD__C_REDUCE_SCATTER, "ring",      spmd__reduce_scatter_ring,   0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_REDUCE_SCATTER, "shm",       spmd__reduce_scatter_shm,    0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_REDUCE_SCATTER, "direct",    spmd__reduce_scatter_direct, 0,         256 * KiB,      2, ANY_WORLD ANY_PATH},
+    {SPMD__C_REDUCE_SCATTER, "ring",      spmd__reduce_scatter_ring,   0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 
     /* bytes = the whole input; uneven splits always go pairwise */
-    {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD},
-    {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD},
+    {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD ANY_PATH},
+    {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 };
 /* clang-format on */
 #define NROWS (sizeof TABLE / sizeof TABLE[0])
@@ -145,18 +159,18 @@ static size_t select_bytes(const spmd__coll_args *a, int w) {
     }
 }
 
-static const algo_row *auto_row(const spmd__coll_args *a, int w) {
+static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     const size_t bytes = select_bytes(a, w);
     for (size_t i = 0; i < NROWS; i++) {
         const algo_row *t = &TABLE[i];
-        if (t->kind != a->kind || t->lo == t->hi) continue;
+        if (t->kind != a->kind || t->lo == t->hi || (t->shm && !shm)) continue;
         if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
     }
     return NULL;
 }
 
-const char *spmd__coll_select_name(const spmd__coll_args *a, int w) {
-    const algo_row *t = auto_row(a, w);
+const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm) {
+    const algo_row *t = auto_row(a, w, shm);
     return t ? t->name : NULL;
 }
 
@@ -248,7 +262,7 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
         }
     }
     if (w == 1) return run_local(c, a);
-    if (!row) row = auto_row(a, w);
+    if (!row) row = auto_row(a, w, spmd__shm_coll_usable(c));
     if (!row)
         return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s: no algorithm for world size %d",
                                spmd__coll_kind_name(a->kind), w);

@@ -44,9 +44,11 @@
 #define DEFAULT_RING_BYTES (128u * 1024u)
 #define DEFAULT_SLOT_BYTES (256u * 1024u)
 
-static ring *ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan) {
+ring *spmd__shm_ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan) {
     return (ring *)(void *)(seg + HDR_BYTES + ((size_t)from * SPMD__NCHAN + (size_t)chan) * l->ring_stride);
 }
+
+seg_header *spmd__shm_header(unsigned char *seg) { return (seg_header *)(void *)seg; }
 
 static void doorbell(int fd) {
     char b = 1;
@@ -170,6 +172,12 @@ static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm
 
 /* ---- set-up ---------------------------------------------------------------- */
 
+static size_t slot_bytes_wanted(void) {
+    long v = DEFAULT_SLOT_BYTES;
+    if (spmd__env_int("SPMD_SHM_SLOT_BYTES", 4096, 1L << 30, &v) != SPMD_OK) v = DEFAULT_SLOT_BYTES;
+    return ((size_t)v + 4095) & ~(size_t)4095;
+}
+
 static uint32_t ring_bytes_wanted(void) {
     long v = DEFAULT_RING_BYTES;
     if (spmd__env_int("SPMD_SHM_RING_BYTES", 4096, 64L << 20, &v) != SPMD_OK) v = DEFAULT_RING_BYTES;
@@ -217,7 +225,7 @@ static int map_peer_seg(spmd__shm_link *l, int r, int fd) {
     if (p == MAP_FAILED) return 0;
     const seg_header *h = p;
     if (h->magic != SEG_MAGIC || h->rank != (uint32_t)r || h->world != (uint32_t)l->world ||
-        h->ring_bytes != l->ring_bytes) {
+        h->ring_bytes != l->ring_bytes || h->slot_bytes != l->slot_bytes) {
         munmap(p, l->seg_len);
         return 0;
     }
@@ -225,7 +233,7 @@ static int map_peer_seg(spmd__shm_link *l, int r, int fd) {
     return 1;
 }
 
-spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen) {
+static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen) {
     if (mode == 0 || m->world == 1 || !m->cma) return SPMD_OK;
     int world = m->world;
     char *local = calloc((size_t)world, 1);
@@ -250,7 +258,9 @@ spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char
     l->rank = m->rank;
     l->ring_bytes = ring_bytes_wanted();
     l->ring_stride = ((sizeof(ring) + l->ring_bytes + 4095) / 4096) * 4096;
-    l->seg_len = HDR_BYTES + (size_t)world * SPMD__NCHAN * l->ring_stride;
+    l->slot_bytes = slot_bytes_wanted();
+    l->slots_off = HDR_BYTES + (size_t)world * SPMD__NCHAN * l->ring_stride;
+    l->seg_len = l->slots_off + 2 * l->slot_bytes;
     l->peer = calloc((size_t)world, sizeof *l->peer);
     for (int c = 0; c < SPMD__NCHAN; c++) l->paths[c] = calloc((size_t)world, sizeof(shm_path *));
     if (!l->peer || !l->paths[0] || !l->paths[1]) {
@@ -271,6 +281,7 @@ spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char
             h->world = (uint32_t)world;
             h->ring_bytes = l->ring_bytes;
             h->nchan = SPMD__NCHAN;
+            h->slot_bytes = l->slot_bytes;
             if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid();
             lfd = spmd__fdpass_listen(nonce, world);
             ready = lfd >= 0;
@@ -330,8 +341,8 @@ spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char
             sp->base.fd = m->fd[c][p];
             sp->base.peer = p;
             sp->size = l->ring_bytes;
-            sp->in = ring_at(l, l->own, p, c);
-            sp->out = ring_at(l, l->peer[p], m->rank, c);
+            sp->in = spmd__shm_ring_at(l, l->own, p, c);
+            sp->out = spmd__shm_ring_at(l, l->peer[p], m->rank, c);
             l->paths[c][p] = sp;
         }
         l->npeers++;
@@ -360,5 +371,34 @@ done:
     free(in);
     free(conn);
     free(pids);
+    return st;
+}
+
+spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen) {
+    spmd_status st = link_pairs(m, mode, deadline, err, errlen);
+    if (st || m->world == 1) return st;
+    /* Collectives over shared slots need every pair of the mesh on rings, and
+     * every rank must know it alike (they choose algorithms by it): one more
+     * word to every peer over the collective connections, still idle. */
+    int world = m->world, mine = m->shm && m->shm->npeers == world - 1;
+    char *all = calloc((size_t)world, 1);
+    unsigned char(*out)[16] = calloc((size_t)world, 16);
+    unsigned char(*in)[16] = calloc((size_t)world, 16);
+    if (!all || !out || !in) {
+        st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    } else {
+        for (int p = 0; p < world; p++) {
+            all[p] = p != m->rank;
+            spmd__put_u32(out[p], XCHG_MAGIC);
+            spmd__put_u32(out[p] + 4, (uint32_t)mine);
+        }
+        st = swap_all(m, all, out, in, deadline, err, errlen);
+        for (int p = 0; p < world && !st; p++)
+            if (all[p] && spmd__get_u32(in[p] + 4) != 1) mine = 0;
+        if (!st && m->shm) m->shm->all_shm = mine;
+    }
+    free(all);
+    free(out);
+    free(in);
     return st;
 }

@@ -69,6 +69,17 @@ spmd_status spmd__xrecv(spmd__coll_ctx *c, int peer, void *buf, size_t len);
 spmd_status spmd__xsendrecv(spmd__coll_ctx *c, int speer, const void *sbuf, size_t slen,
                             int rpeer, void *rbuf, size_t rlen);
 
+/* ---- shared collective slots (shm_coll.c) ---------------------------------
+ * Usable when every pair of the mesh is on shared-memory rings (the same
+ * answer on every rank).  The step protocol: write your slot of the current
+ * step, spmd__shm_coll_sync, then read anyone's slot of that step (pointers
+ * taken before the sync).  Data of a step stays readable until the sync
+ * after next. */
+int spmd__shm_coll_usable(const spmd__coll_ctx *c);
+size_t spmd__shm_coll_slot_bytes(const spmd__coll_ctx *c);
+void *spmd__shm_coll_slot(spmd__coll_ctx *c, int rank);
+spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c);
+
 /* Record a detailed message for the current collective and return st. */
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)
     SPMD__PRINTF(3, 4);

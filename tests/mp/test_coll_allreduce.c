@@ -9,7 +9,7 @@
  * the run short on 2 cores. */
 #include "coll_common.h"
 
-static const char *ALGOS[] = {"", "ring", "rhd", "rd", "naive", "butterfly"};
+static const char *ALGOS[] = {"", "ring", "rhd", "rd", "naive", "butterfly", "oneshot", "shm"};
 #define N_ALGOS ((int)(sizeof ALGOS / sizeof ALGOS[0]))
 
 static int one(spmd_group *g, int rank, int w, const char *algo, spmd_dtype dt, spmd_op op, size_t n,
@@ -74,6 +74,7 @@ static int body(int rank, int w, void *arg) {
             for (int ci = 0; ci < nc; ci++)
                 for (int ai = 0; ai < N_ALGOS; ai++)
                     for (int inplace = 0; inplace < 2; inplace++) {
+                        if (!algo_usable(g, ALGOS[ai])) continue;
                         if (one(g, rank, w, ALGOS[ai], dt, op, counts[ci], inplace, calls & 1)) {
                             spmd_group_destroy(g);
                             return 1;
@@ -87,6 +88,7 @@ static int body(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
+    use_test_slots();
     int worlds[16], nw = 0;
     for (int i = 1; i < argc && nw < 16; i++) worlds[nw++] = atoi(argv[i]);
     if (nw == 0) {

@@ -179,8 +179,8 @@ static int body(int rank, int w, void *arg) {
     spmd_group *g = join_group(rank);
     if (!g) return 1;
     int rc = 0;
-    static const char *ag_algos[] = {"", "ring", "bruck"};
-    static const char *rs_algos[] = {"", "ring", "direct"};
+    static const char *ag_algos[] = {"", "ring", "bruck", "shm"};
+    static const char *rs_algos[] = {"", "ring", "direct", "shm"};
     static const char *aa_algos[] = {"", "pairwise", "linear"};
     static const spmd_dtype move_dt[] = {SPMD_U8, SPMD_F16, SPMD_I64};
     for (int round = 0; round < 4 && !rc; round++) rc |= barrier(g, rank, w, round);
@@ -188,8 +188,8 @@ static int body(int rank, int w, void *arg) {
         size_t counts[8];
         const int nc = test_counts(w, spmd_dtype_size(move_dt[di]), counts);
         for (int ci = 0; ci < nc && !rc; ci++)
-            for (int a = 0; a < 3 && !rc; a++)
-                for (int mode = 0; mode < 3 && !rc; mode++)
+            for (int a = 0; a < 4 && !rc; a++)
+                for (int mode = 0; mode < 3 && !rc && algo_usable(g, ag_algos[a]); mode++)
                     rc |= all_gather(g, rank, w, ag_algos[a], move_dt[di], counts[ci], mode);
     }
     {
@@ -212,8 +212,8 @@ static int body(int rank, int w, void *arg) {
             size_t counts[8];
             const int nc = test_counts(w, spmd_dtype_size(dt), counts);
             for (int ci = 0; ci < nc && !rc; ci++)
-                for (int a = 0; a < 3 && !rc; a++)
-                    for (int ip = 0; ip < 2 && !rc; ip++)
+                for (int a = 0; a < 4 && !rc; a++)
+                    for (int ip = 0; ip < 2 && !rc && algo_usable(g, rs_algos[a]); ip++)
                         rc |= reduce_scatter(g, rank, w, rs_algos[a], dt, (spmd_op)op, counts[ci], ip);
         }
     }
@@ -223,6 +223,7 @@ static int body(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
+    use_test_slots();
     int worlds[16], nw = 0;
     for (int i = 1; i < argc && nw < 16; i++) worlds[nw++] = atoi(argv[i]);
     if (nw == 0) {

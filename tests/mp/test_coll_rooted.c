@@ -153,9 +153,9 @@ static int body(int rank, int w, void *arg) {
     if (!g) return 1;
     int roots[8], rc = 0;
     const int nroots = roots_of(w, roots);
-    static const char *bc_algos[] = {"", "tree", "scatter_ring"};
+    static const char *bc_algos[] = {"", "tree", "scatter_ring", "shm"};
     static const char *ga_algos[] = {"", "linear", "tree"};
-    static const char *re_algos[] = {"", "tree"};
+    static const char *re_algos[] = {"", "tree", "shm"};
     for (int ri = 0; ri < nroots && !rc; ri++) {
         const int root = roots[ri];
         for (int di = 0; di < 3 && !rc; di++) {
@@ -163,7 +163,8 @@ static int body(int rank, int w, void *arg) {
             size_t counts[8];
             const int nc = test_counts(w, spmd_dtype_size(dt), counts);
             for (int ci = 0; ci < nc && !rc; ci++) {
-                for (int a = 0; a < 3 && !rc; a++) rc |= bcast(g, rank, bc_algos[a], dt, counts[ci], root);
+                for (int a = 0; a < 4 && !rc; a++)
+                    if (algo_usable(g, bc_algos[a])) rc |= bcast(g, rank, bc_algos[a], dt, counts[ci], root);
                 for (int a = 0; a < 3 && !rc; a++)
                     for (int ip = 0; ip < 2 && !rc; ip++) {
                         rc |= gather(g, rank, w, ga_algos[a], dt, counts[ci], root, ip);
@@ -182,8 +183,8 @@ static int body(int rank, int w, void *arg) {
                 size_t counts[8];
                 const int nc = test_counts(w, spmd_dtype_size(dt), counts);
                 for (int ci = 0; ci < nc && !rc; ci++)
-                    for (int a = 0; a < 2 && !rc; a++)
-                        for (int ip = 0; ip < 2 && !rc; ip++)
+                    for (int a = 0; a < 3 && !rc; a++)
+                        for (int ip = 0; ip < 2 && !rc && algo_usable(g, re_algos[a]); ip++)
                             rc |= reduce(g, rank, w, re_algos[a], dt, (spmd_op)op, counts[ci], root, ip);
             }
         }
@@ -193,6 +194,7 @@ static int body(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
+    use_test_slots();
     int worlds[16], nw = 0;
     for (int i = 1; i < argc && nw < 16; i++) worlds[nw++] = atoi(argv[i]);
     if (nw == 0) {

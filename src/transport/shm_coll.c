@@ -1,0 +1,147 @@
+/* shm_coll.c — collectives' shared slots: when every pair of a mesh is on
+ * shared-memory rings, each rank's segment also holds two collective slots
+ * (double-buffered) and a flag, mapped by every rank.  An algorithm writes
+ * its slot of the current step, calls spmd__shm_coll_sync (post my flag,
+ * wait for everyone's), and reads any rank's slot of that step.
+ *
+ * Why two slots suffice: a rank posts step k only after it has finished
+ * reading the data of step k-1, so once a rank has seen everyone at step k,
+ * the slots of step k-1 (the other parity) are free for step k+1.
+ *
+ * The flag carries a hash of the collective (kind, sequence number,
+ * arguments) with the step number, so ranks in different collectives, or
+ * with different arguments, fail with SPMD_ERR_MISMATCH instead of mixing
+ * data.  A peer running a collective over the wire instead shows up as
+ * bytes on its collective ring, which is a mismatch too.
+ *
+ * Waiting: spin (yielding when ranks outnumber cores), then sleep on the
+ * peer's flag as a futex in slices, checking the group's failure and the
+ * deadline; a poster wakes sleepers only when the flag's sleeper count says
+ * there are some, so the fast path has no system call.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "shm_internal.h"
+#include "xfer.h"
+
+#define SLICE_MS 10
+
+int spmd__shm_coll_usable(const spmd__coll_ctx *c) { return c->m->shm && c->m->shm->all_shm; }
+
+size_t spmd__shm_coll_slot_bytes(const spmd__coll_ctx *c) { return c->m->shm ? c->m->shm->slot_bytes : 0; }
+
+void *spmd__shm_coll_slot(spmd__coll_ctx *c, int r) {
+    spmd__shm_link *l = c->m->shm;
+    unsigned char *seg = r == c->m->rank ? l->own : l->peer[r];
+    return seg + l->slots_off + (size_t)((l->step + 1) & 1) * l->slot_bytes;
+}
+
+static _Atomic uint32_t *step_word(seg_header *h) {
+    /* the high half of the 64-bit flag on a little-endian machine */
+    return (_Atomic uint32_t *)(void *)((char *)&h->flag + 4);
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+    return syscall(SYS_futex, (uint32_t *)(void *)addr, op, val, ts, NULL, 0);
+}
+
+static uint32_t coll_hash(const spmd__coll_ctx *c) {
+    uint32_t h = 2166136261u;
+    uint32_t v[3] = {(uint32_t)c->kind, c->seq, c->desc};
+    const unsigned char *p = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* Wait until rank r has posted step k.  The slow path checks the group,
+ * the deadline, and r's collective ring. */
+static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash) {
+    spmd__mesh *m = c->m;
+    seg_header *h = spmd__shm_header(m->shm->peer[r]);
+    const char *kind = spmd__coll_kind_name(c->kind);
+    uint64_t spin_until = 0;
+    for (unsigned i = 0;; i++) {
+        uint64_t f = atomic_load_explicit(&h->flag, memory_order_acquire);
+        uint32_t step = (uint32_t)(f >> 32);
+        if ((int32_t)(step - k) >= 0) {
+            if (step == k && (uint32_t)f != hash)
+                return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
+                                       "%s #%u: rank %d is in another collective or passed different arguments "
+                                       "(count, dtype, reduce op or root differ) than rank %d",
+                                       kind, c->seq, r, m->rank);
+            return SPMD_OK;
+        }
+        if ((i & 63) != 63) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        uint64_t now = spmd__now_ns();
+        if (!spin_until) spin_until = now + c->spin_ns;
+        if (now < spin_until) {
+            if (c->yield_in_spin) sched_yield();
+            continue;
+        }
+        char msg[SPMD__ERRLEN];
+        spmd_status st = spmd__mesh_check(m, msg, sizeof msg);
+        if (st) return spmd__coll_fail(c, st, "%s", msg);
+        int left = spmd__remaining_ms(c->deadline);
+        if (left == 0)
+            return spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d waiting for rank %d", kind,
+                                   c->seq, m->rank, r);
+        spmd__path *cp = m->path[SPMD__CH_COLL][r];
+        if (spmd__path_arm(cp, 1, 0)) {
+            spmd__path_disarm(cp);
+            return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
+                                   "collective mismatch: rank %d sent a message over the wire while rank %d waits "
+                                   "in %s #%u (collectives called in a different order on different ranks?)",
+                                   r, m->rank, kind, c->seq);
+        }
+        atomic_fetch_add(&h->sleepers, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        uint32_t seen = atomic_load_explicit(step_word(h), memory_order_acquire);
+        if ((int32_t)(seen - k) < 0) {
+            int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;
+            struct timespec ts = {0, (long)ms * 1000000L};
+            futex(step_word(h), FUTEX_WAIT, seen, &ts);
+        }
+        atomic_fetch_sub(&h->sleepers, 1);
+        int closed = !spmd__path_disarm(cp);
+        if (closed && (int32_t)(atomic_load(step_word(h)) - k) < 0) {
+            /* its connection ended: dead, or its group failed; the abort
+             * notice names the cause, give it a moment */
+            for (int t = 0; t < 100 && !atomic_load(&m->failed); t++) {
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            st = spmd__mesh_check(m, msg, sizeof msg);
+            if (st) return spmd__coll_fail(c, st, "%s", msg);
+            return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u: rank %d closed its connection (died?)", kind, c->seq, r);
+        }
+        spin_until = 0;
+    }
+}
+
+spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c) {
+    spmd__mesh *m = c->m;
+    spmd__shm_link *l = m->shm;
+    uint32_t k = ++l->step, hash = coll_hash(c);
+    seg_header *me = spmd__shm_header(l->own);
+    atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
+    for (int i = 1; i < m->world; i++) {
+        int r = (m->rank + i) % m->world;
+        spmd_status st = wait_peer(c, r, k, hash);
+        if (st) return st;
+    }
+    return SPMD_OK;
+}
