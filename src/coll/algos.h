@@ -82,8 +82,8 @@ static inline size_t spmd__npieces(size_t maxlen, size_t seg) {
 spmd_status spmd__coll_algo_check(spmd__coll_kind k, const char *name, char *err, size_t errlen);
 /* "ring, rhd, rd, naive, butterfly" for all_reduce, etc. */
 void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen);
-/* The algorithm the table picks for this call at world size w, with or
- * without shared slots (NULL if none). */
+/* The algorithm the table picks for this call at world size w; shm: 1 every
+ * pair shares memory, 2 hosts of equal size do, 0 neither (NULL if none). */
 const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm);
 
 /* ---- all_reduce ---- */
@@ -94,6 +94,7 @@ spmd_status spmd__allreduce_naive(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_butterfly(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_shm_oneshot(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__allreduce_hier(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- broadcast ---- */
 spmd_status spmd__bcast_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__bcast_scatter_ring(spmd__coll_ctx *c, const spmd__coll_args *a);

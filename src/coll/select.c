@@ -34,6 +34,7 @@
 #define BY_NAME_ONLY 0, 0, 0, 0, 0
 #define SHM , 1     /* the row needs shared slots with every rank */
 #define ANY_PATH , 0 /* TCP or rings */
+#define HIER , 2     /* the row needs several hosts of equal size, shared memory within each */
 
 typedef struct {
     spmd__coll_kind kind;
@@ -41,7 +42,8 @@ typedef struct {
     spmd__algo_fn fn;
     size_t lo, hi;  /* automatic choice for lo <= bytes < hi */
     int wlo, whi;   /* ... and wlo <= world <= whi */
-    int shm;        /* ... and (1) only when every pair shares memory (transport/xfer.h) */
+    int shm;        /* ... and (1) only when every pair shares memory, (2) only over hosts
+                       of equal size sharing memory within (transport/xfer.h) */
 } algo_row;
 
 /* clang-format off */
@@ -64,6 +66,9 @@ static const algo_row TABLE[] = {
      * then reduce-scatter + all-gather in two steps per slot-sized chunk */
     {SPMD__C_ALL_REDUCE,     "oneshot",   spmd__allreduce_shm_oneshot, 0,         16 * KiB,       2, ANY_WORLD SHM},
     {SPMD__C_ALL_REDUCE,     "shm",       spmd__allreduce_shm,         0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    /* several hosts: reduce within each through shared memory, one ring per
+     * host index across them, gather within each */
+    {SPMD__C_ALL_REDUCE,     "hier",      spmd__allreduce_hier,        0,         ANY_SIZE,       4, ANY_WORLD HIER},
     /* w = 2: one exchange of the whole buffer (rd) beats two half exchanges
      * up to 512 KiB; beyond that the ring's halved reduction and in-cache
      * pieces win.  w >= 3: rd to 128 KiB, rhd to 1 MiB, then the ring. */
@@ -159,11 +164,12 @@ static size_t select_bytes(const spmd__coll_args *a, int w) {
     }
 }
 
+/* shm: 1 every pair shares memory, 2 hosts of equal size, 0 neither */
 static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     const size_t bytes = select_bytes(a, w);
     for (size_t i = 0; i < NROWS; i++) {
         const algo_row *t = &TABLE[i];
-        if (t->kind != a->kind || t->lo == t->hi || (t->shm && !shm)) continue;
+        if (t->kind != a->kind || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
         if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
     }
     return NULL;
@@ -262,7 +268,7 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
         }
     }
     if (w == 1) return run_local(c, a);
-    if (!row) row = auto_row(a, w, spmd__shm_coll_usable(c));
+    if (!row) row = auto_row(a, w, spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0);
     if (!row)
         return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s: no algorithm for world size %d",
                                spmd__coll_kind_name(a->kind), w);

@@ -57,10 +57,11 @@ spmd_status spmd_work_test(spmd_work *w) {
 
 /* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
  * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
- * so spin longer there, yielding the core when ranks outnumber cores. */
+ * so spin longer there; when ranks outnumber cores, spinning takes the core
+ * the sender needs, so give up soon and sleep (yielding meanwhile). */
 static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
-    uint64_t spin_ns = m->shm ? 200000 : 50000;
+    uint64_t spin_ns = m->oversubscribed ? 10000 : m->shm ? 200000 : 50000;
     uint64_t spin_until = spmd__now_ns() + spin_ns;
     spmd__p2p_spin_begin(m);
     for (unsigned i = 0; !atomic_load_explicit(&w->done, memory_order_acquire); i++) {

@@ -3,12 +3,15 @@
  * read each other's memory; shm_link.c: shared-memory rings), then one path
  * per channel and peer. */
 #include <stdio.h>
+#include <unistd.h>
 #include "mesh.h"
 #include "path.h"
 #include "transport.h"
 
 spmd_status spmd__mesh_connect(spmd__mesh *m, spmd_store *store, const char *bind_host, int64_t deadline,
                                char *err, size_t errlen) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    m->oversubscribed = ncpu > 0 && m->local_world > ncpu;
     spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, deadline,
                                       err, errlen);
     if (st) return st;

@@ -50,6 +50,8 @@ void spmd__mesh_close(spmd__mesh *m) {
     }
     spmd__shm_link_free(m->shm);
     m->shm = NULL;
+    free(m->topo.member);
+    m->topo.member = NULL;
     if (m->fail_eventfd >= 0) close(m->fail_eventfd);
     m->fail_eventfd = -1;
     free(m->peer_left);

@@ -38,9 +38,19 @@ typedef struct {
 /* Channels of a pair of ranks. */
 enum { SPMD__CH_P2P = 0, SPMD__CH_COLL = 1, SPMD__NCHAN = 2 };
 
+/* Which ranks share a host (by shared-memory rings), known alike by every
+ * rank; `hosts` > 1 with the same number of ranks on each is what
+ * hierarchical collectives need (else hosts == 0). */
+typedef struct {
+    int hosts, per_host;
+    int my_host, my_index;        /* this rank's host and its place on it */
+    int *member;                  /* [hosts * per_host]: rank of host h, index i at h*per_host+i */
+} spmd__topology;
+
 typedef struct spmd__mesh {
     int rank, world;
     int local_world;              /* ranks on this host, as the launcher says (spin policy) */
+    int oversubscribed;           /* more ranks on this host than cores: spin briefly, sleep early */
     char name[64];                /* the group's name, for messages */
     int timeout_ms;               /* default deadline of blocking waits */
     uint64_t job_id;
@@ -48,6 +58,7 @@ typedef struct spmd__mesh {
     int *fd[SPMD__NCHAN];         /* [world] TCP connection per channel, -1 for self */
     spmd__path **path[SPMD__NCHAN]; /* [world] how each channel moves bytes (NULL for self) */
     spmd__shm_link *shm;          /* shared-memory rings with the peers under this kernel, or NULL */
+    spmd__topology topo;          /* hosts and their ranks (shm_link.c) */
 
     spmd__p2p *p2p;
     spmd__cma_peer *cma;          /* [world], NULL until negotiated */

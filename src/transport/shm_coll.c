@@ -130,7 +130,8 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
     }
 }
 
-spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c) {
+/* Post the next step; wait for the n ranks listed (NULL: every rank). */
+static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
     spmd__mesh *m = c->m;
     spmd__shm_link *l = m->shm;
     uint32_t k = ++l->step, hash = coll_hash(c);
@@ -138,10 +139,20 @@ spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c) {
     atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
-    for (int i = 1; i < m->world; i++) {
-        int r = (m->rank + i) % m->world;
+    for (int i = 0; i < n; i++) {
+        int r = ranks ? ranks[i] : i;
+        if (r == m->rank) continue;
         spmd_status st = wait_peer(c, r, k, hash);
         if (st) return st;
     }
     return SPMD_OK;
+}
+
+spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c) { return sync_with(c, NULL, c->m->world); }
+
+int spmd__shm_coll_hier_usable(const spmd__coll_ctx *c) { return c->m->shm && c->m->topo.hosts > 1; }
+
+spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c) {
+    const spmd__topology *t = &c->m->topo;
+    return sync_with(c, t->member + (size_t)t->my_host * (size_t)t->per_host, t->per_host);
 }

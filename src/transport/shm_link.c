@@ -374,29 +374,104 @@ done:
     return st;
 }
 
+/* Hosts as every rank sees them: rank r's host is the smallest rank it
+ * shares rings with (or itself).  Usable for hierarchical collectives when
+ * every rank's view is the same partition into equal hosts, 2 or more. */
+static void make_topology(spmd__mesh *m, const int32_t *host_of, int all_consistent) {
+    int world = m->world, hosts = 0, per = 0;
+    for (int r = 0; r < world; r++)
+        if (host_of[r] == r) hosts++;
+    if (!all_consistent || hosts < 2 || world % hosts) return;
+    per = world / hosts;
+    int *member = malloc(sizeof(int) * (size_t)world);
+    int *fill = calloc((size_t)hosts, sizeof(int));
+    if (!member || !fill) {
+        free(member);
+        free(fill);
+        return;
+    }
+    int h = 0, ok = 1;
+    for (int root = 0; root < world && ok; root++) {
+        if (host_of[root] != root) continue;
+        for (int r = 0; r < world; r++)
+            if (host_of[r] == root) {
+                if (fill[h] == per) { ok = 0; break; }
+                if (r == m->rank) {
+                    m->topo.my_host = h;
+                    m->topo.my_index = fill[h];
+                }
+                member[h * per + fill[h]++] = r;
+            }
+        ok = ok && fill[h] == per;
+        h++;
+    }
+    free(fill);
+    if (!ok) {
+        free(member);
+        return;
+    }
+    m->topo.hosts = hosts;
+    m->topo.per_host = per;
+    m->topo.member = member;
+}
+
 spmd_status spmd__shm_link_setup(spmd__mesh *m, int mode, int64_t deadline, char *err, size_t errlen) {
     spmd_status st = link_pairs(m, mode, deadline, err, errlen);
     if (st || m->world == 1) return st;
     /* Collectives over shared slots need every pair of the mesh on rings, and
-     * every rank must know it alike (they choose algorithms by it): one more
-     * word to every peer over the collective connections, still idle. */
+     * every rank must know it alike (they choose algorithms by it): two more
+     * words to every peer over the collective connections, still idle —
+     * "I share with everybody" and my host (the smallest rank I share with);
+     * then "your hosts agree with mine" for the hierarchical algorithms. */
     int world = m->world, mine = m->shm && m->shm->npeers == world - 1;
+    int32_t my_host = m->rank;
+    for (int p = 0; p < m->rank; p++)
+        if (m->path[SPMD__CH_COLL][p] && spmd__path_is_shm(m->path[SPMD__CH_COLL][p])) {
+            my_host = p;
+            break;
+        }
+    int32_t *host_of = calloc((size_t)world, sizeof *host_of);
     char *all = calloc((size_t)world, 1);
     unsigned char(*out)[16] = calloc((size_t)world, 16);
     unsigned char(*in)[16] = calloc((size_t)world, 16);
-    if (!all || !out || !in) {
+    if (!all || !out || !in || !host_of) {
         st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     } else {
         for (int p = 0; p < world; p++) {
             all[p] = p != m->rank;
             spmd__put_u32(out[p], XCHG_MAGIC);
             spmd__put_u32(out[p] + 4, (uint32_t)mine);
+            spmd__put_u32(out[p] + 8, (uint32_t)my_host);
         }
         st = swap_all(m, all, out, in, deadline, err, errlen);
-        for (int p = 0; p < world && !st; p++)
-            if (all[p] && spmd__get_u32(in[p] + 4) != 1) mine = 0;
+        host_of[m->rank] = my_host;
+        for (int p = 0; p < world && !st; p++) {
+            if (!all[p]) continue;
+            if (spmd__get_u32(in[p] + 4) != 1) mine = 0;
+            host_of[p] = (int32_t)spmd__get_u32(in[p] + 8);
+        }
         if (!st && m->shm) m->shm->all_shm = mine;
+        /* my view is consistent when my ring peers are exactly the ranks
+         * that named my host */
+        int consistent = 1;
+        for (int p = 0; p < world && !st; p++) {
+            if (p == m->rank) continue;
+            if (host_of[p] < 0 || host_of[p] >= world) {
+                consistent = 0;
+                continue;
+            }
+            int ringed = m->path[SPMD__CH_COLL][p] && spmd__path_is_shm(m->path[SPMD__CH_COLL][p]);
+            if (ringed != (host_of[p] == my_host)) consistent = 0;
+        }
+        if (!st) {
+            for (int p = 0; p < world; p++) spmd__put_u32(out[p] + 4, (uint32_t)consistent);
+            st = swap_all(m, all, out, in, deadline, err, errlen);
+            for (int p = 0; p < world && !st; p++)
+                if (all[p] && spmd__get_u32(in[p] + 4) != 1) consistent = 0;
+        }
+        if (!st) make_topology(m, host_of, consistent);
     }
+    free(host_of);
     free(all);
     free(out);
     free(in);

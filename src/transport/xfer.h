@@ -79,6 +79,11 @@ int spmd__shm_coll_usable(const spmd__coll_ctx *c);
 size_t spmd__shm_coll_slot_bytes(const spmd__coll_ctx *c);
 void *spmd__shm_coll_slot(spmd__coll_ctx *c, int rank);
 spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c);
+/* Hierarchical collectives: hosts of equal size, 2 or more (c->m->topo),
+ * with slots shared within each host; the step's sync then waits only for
+ * the ranks of this host. */
+int spmd__shm_coll_hier_usable(const spmd__coll_ctx *c);
+spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c);
 
 /* Record a detailed message for the current collective and return st. */
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)

@@ -1,7 +1,9 @@
 /* A rank of the multi-host test: joins the group from the environment
  * (MASTER_ADDR is an address inside a network namespace), checks that the
  * group spans hosts, and exchanges messages around the ring and with every
- * peer — over real veth links, not loopback. */
+ * peer — over real veth links, not loopback.  Ranks sharing a namespace
+ * share memory (backend "shm+tcp"), so all_reduce goes hierarchical: checked
+ * for exact results at several sizes, by the table's choice and by name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,38 @@ int main(void) {
     } else if (spmd_send(g, &me, 1, SPMD_I32, 0, 2)) {
         rc = 1;
     }
+    /* two ranks per namespace: rings inside, TCP across (unless forced) */
+    const char *tr = getenv("SPMD_TRANSPORT");
+    int tcp_only = tr && !strcmp(tr, "tcp");
+    const char *want = tcp_only ? "tcp" : "shm+tcp";
+    if (w == 4 && strcmp(spmd_group_backend(g), want) != 0) {
+        fprintf(stderr, "rank %d: backend %s, want %s\n", r, spmd_group_backend(g), want);
+        rc = 1;
+    }
+    static const size_t sizes[] = {1, 7, 1000, 300001};
+    static const char *algos[] = {NULL, "hier", "ring"};
+    int32_t *buf = malloc(sizes[3] * sizeof *buf);
+    if (!buf) rc = 1;
+    for (int a = 0; a < 3 && !rc; a++)
+        for (int k = 0; k < 4 && !rc && !(tcp_only && algos[a] && !strcmp(algos[a], "hier")); k++) {
+            size_t m = sizes[k];
+            for (size_t i = 0; i < m; i++) buf[i] = (int32_t)((int)i % 97 + r * 3);
+            spmd_coll_opts o = {algos[a]};
+            spmd_work *wk = NULL;
+            if (spmd_all_reduce_async(g, buf, buf, m, SPMD_I32, SPMD_SUM, &o, &wk) || spmd_work_wait(wk, -1)) {
+                fprintf(stderr, "rank %d: all_reduce %s of %zu: %s\n", r, algos[a] ? algos[a] : "(table)", m,
+                        wk ? spmd_work_errmsg(wk) : spmd_group_errmsg(g));
+                rc = 1;
+            }
+            spmd_work_free(wk);
+            for (size_t i = 0; i < m && !rc; i++)
+                if (buf[i] != (int32_t)(w * ((int)i % 97) + 3 * (w * (w - 1) / 2))) {
+                    fprintf(stderr, "rank %d: all_reduce %s of %zu: element %zu is %d\n", r,
+                            algos[a] ? algos[a] : "(table)", m, i, buf[i]);
+                    rc = 1;
+                }
+        }
+    free(buf);
     free(out);
     free(in);
     spmd_group_destroy(g);
