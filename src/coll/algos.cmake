@@ -28,6 +28,8 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/allgather_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce_scatter_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/barrier_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/gather_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/alltoall_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/select.c
   ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )

@@ -107,6 +107,8 @@ spmd_status spmd__gather_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__gather_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__scatter_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__scatter_tree(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__gather_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__scatter_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- all_gather ---- */
 spmd_status spmd__allgather_ring(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allgather_bruck(spmd__coll_ctx *c, const spmd__coll_args *a);
@@ -120,6 +122,7 @@ spmd_status spmd__reduce_scatter_shm(spmd__coll_ctx *c, const spmd__coll_args *a
 void spmd__a2a_block(const spmd__coll_args *a, int i, int recv, size_t *off, size_t *len);
 spmd_status spmd__alltoall_pairwise(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__alltoall_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__alltoall_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- barrier ---- */
 spmd_status spmd__barrier_dissemination(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__barrier_shm(spmd__coll_ctx *c, const spmd__coll_args *a);

@@ -79,6 +79,8 @@ static const algo_row TABLE[] = {
     {SPMD__C_ALL_REDUCE,     "naive",     spmd__allreduce_naive,       BY_NAME_ONLY},
     {SPMD__C_ALL_REDUCE,     "butterfly", spmd__allreduce_butterfly,   BY_NAME_ONLY},
 
+    {SPMD__C_GATHER,         "shm",       spmd__gather_shm,            0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_SCATTER,        "shm",       spmd__scatter_shm,           0,         ANY_SIZE,       2, ANY_WORLD SHM},
     /* the trees never beat the direct versions here (w = 4, 8) */
     {SPMD__C_GATHER,         "linear",    spmd__gather_linear,         0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
     {SPMD__C_GATHER,         "tree",      spmd__gather_tree,           BY_NAME_ONLY},
@@ -96,6 +98,7 @@ static const algo_row TABLE[] = {
     {SPMD__C_REDUCE_SCATTER, "ring",      spmd__reduce_scatter_ring,   0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 
     /* bytes = the whole input; uneven splits always go pairwise */
+    {SPMD__C_ALL_TO_ALL,     "shm",       spmd__alltoall_shm,          0,         ANY_SIZE,       2, ANY_WORLD SHM},
     {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD ANY_PATH},
     {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
 };

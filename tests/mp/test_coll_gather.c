@@ -181,7 +181,7 @@ static int body(int rank, int w, void *arg) {
     int rc = 0;
     static const char *ag_algos[] = {"", "ring", "bruck", "shm"};
     static const char *rs_algos[] = {"", "ring", "direct", "shm"};
-    static const char *aa_algos[] = {"", "pairwise", "linear"};
+    static const char *aa_algos[] = {"", "pairwise", "linear", "shm"};
     static const spmd_dtype move_dt[] = {SPMD_U8, SPMD_F16, SPMD_I64};
     for (int round = 0; round < 4 && !rc; round++) rc |= barrier(g, rank, w, round);
     for (int di = 0; di < 3 && !rc; di++) {
@@ -196,11 +196,13 @@ static int body(int rank, int w, void *arg) {
         size_t counts[8];
         const int nc = test_counts(w, 4, counts);
         for (int ci = 0; ci < nc && !rc; ci++)
-            for (int a = 0; a < 3 && !rc; a++)
-                for (int ip = 0; ip < 2 && !rc; ip++) rc |= all_to_all(g, rank, w, aa_algos[a], counts[ci], ip);
+            for (int a = 0; a < 4 && !rc; a++)
+                for (int ip = 0; ip < 2 && !rc && algo_usable(g, aa_algos[a]); ip++)
+                    rc |= all_to_all(g, rank, w, aa_algos[a], counts[ci], ip);
         static const size_t scales[] = {0, 1, 3, 40};
         for (int si = 0; si < 4 && !rc; si++)
-            for (int a = 0; a < 3 && !rc; a++) rc |= all_to_all_v(g, rank, w, aa_algos[a], scales[si]);
+            for (int a = 0; a < 4 && !rc; a++)
+                if (algo_usable(g, aa_algos[a])) rc |= all_to_all_v(g, rank, w, aa_algos[a], scales[si]);
     }
     const int full = w <= 4;
     for (int di = 0; di < N_DTYPES && !rc; di++) {

@@ -154,7 +154,7 @@ static int body(int rank, int w, void *arg) {
     int roots[8], rc = 0;
     const int nroots = roots_of(w, roots);
     static const char *bc_algos[] = {"", "tree", "scatter_ring", "shm"};
-    static const char *ga_algos[] = {"", "linear", "tree"};
+    static const char *ga_algos[] = {"", "linear", "tree", "shm"};
     static const char *re_algos[] = {"", "tree", "shm"};
     for (int ri = 0; ri < nroots && !rc; ri++) {
         const int root = roots[ri];
@@ -165,8 +165,8 @@ static int body(int rank, int w, void *arg) {
             for (int ci = 0; ci < nc && !rc; ci++) {
                 for (int a = 0; a < 4 && !rc; a++)
                     if (algo_usable(g, bc_algos[a])) rc |= bcast(g, rank, bc_algos[a], dt, counts[ci], root);
-                for (int a = 0; a < 3 && !rc; a++)
-                    for (int ip = 0; ip < 2 && !rc; ip++) {
+                for (int a = 0; a < 4 && !rc; a++)
+                    for (int ip = 0; ip < 2 && !rc && algo_usable(g, ga_algos[a]); ip++) {
                         rc |= gather(g, rank, w, ga_algos[a], dt, counts[ci], root, ip);
                         rc |= scatter(g, rank, w, ga_algos[a], dt, counts[ci], root, ip);
                     }
