@@ -352,6 +352,9 @@ spmd_status spmd_model_build(const spmd_layers *L, const spmd_build_opts *o, spm
 /* Gradient of the last backward with respect to the input (B * input size
  * floats), for models built from first > 0; NULL otherwise. */
 const float *spmd_model_input_grad(const spmd_model *m);
+/* Bytes of activation, activation-gradient and cache memory the model holds
+ * (sized for the largest batch forwarded so far). */
+size_t spmd_model_activation_bytes(const spmd_model *m);
 /* Keep the buffers (BatchNorm statistics) in caller-owned memory, as
  * spmd_model_use_param_memory (e.g. models sharing them). */
 void spmd_model_use_buffer_memory(spmd_model *m, float *mem);

@@ -58,6 +58,78 @@ spmd_status spmd_zero_consolidate_state_dict(spmd_zero *z, int to, float *state,
 spmd_status spmd_zero_load_state_dict(spmd_zero *z, const float *state, int64_t steps);
 const char *spmd_zero_errmsg(const spmd_zero *z);
 
+/* ---- pipeline parallelism over point-to-point --------------------------------
+ *
+ * A layer list cut into stages [cuts[s], cuts[s+1]), stage s on rank s of a
+ * pipeline group.  A step splits the batch into micro-batches and runs the
+ * stage's schedule: a table of forward (F) and backward (B) actions.
+ * Activations go to the next stage and their gradients back with
+ * isend/irecv; the receive for the next action is posted before the current
+ * one computes, so transfers overlap compute.  The last stage computes the
+ * cross-entropy of each micro-batch; gradients are scaled by 1/microbatches
+ * and accumulate in the stage's parameters' gradients, so after a step they
+ * equal the whole batch's (mean loss).  Each in-flight micro-batch needs its
+ * own activations: GPipe keeps all micro-batches alive, 1F1B at most
+ * stages - stage on stage `stage`. */
+typedef enum { SPMD_SCHEDULE_GPIPE = 0, SPMD_SCHEDULE_1F1B } spmd_schedule_kind;
+spmd_status spmd_schedule_parse(const char *s, spmd_schedule_kind *out);   /* "gpipe", "1f1b" */
+const char *spmd_schedule_name(spmd_schedule_kind k);
+
+typedef struct {
+    char op;      /* 'F' or 'B' */
+    int mb;       /* micro-batch */
+} spmd_pipe_action;
+/* Stage `stage`'s table: 2 * microbatches actions into out. */
+spmd_status spmd_pipe_schedule(spmd_schedule_kind k, int stages, int stage, int microbatches,
+                               spmd_pipe_action *out);
+
+/* Cut points balancing the parameter count: cuts[0] = 0 < cuts[1] < ... <
+ * cuts[stages] = layers; each stage at least one layer. */
+spmd_status spmd_pipe_balance(const spmd_layers *L, int stages, int *cuts, char *err,
+                              size_t errlen);
+
+typedef struct spmd_pipe spmd_pipe;
+typedef struct {
+    spmd_schedule_kind schedule;
+    int microbatches;
+    const int *cuts;      /* stages + 1 entries; NULL: spmd_pipe_balance */
+    uint64_t seed;        /* as spmd_build_opts: every stage holds the whole model's slice */
+    int dropout;
+} spmd_pipe_opts;
+#define SPMD_PIPE_OPTS_DEFAULT {SPMD_SCHEDULE_1F1B, 4, NULL, 1234, 1}
+
+/* g: the pipeline group (its size is the number of stages; rank = stage).
+ * Collective only in that every stage must build with the same list and opts. */
+spmd_status spmd_pipe_create(spmd_group *g, const spmd_layers *L, const spmd_pipe_opts *o,
+                             spmd_pipe **out, char *err, size_t errlen);
+void spmd_pipe_free(spmd_pipe *p);
+/* The stage's model: its parameters and gradients (spmd_model_params/grads)
+ * are the stage's; step the optimizer on them.  Train/eval via spmd_pipe_train. */
+spmd_model *spmd_pipe_model(spmd_pipe *p);
+void spmd_pipe_train(spmd_pipe *p, int training);
+int spmd_pipe_stage(const spmd_pipe *p);
+int spmd_pipe_stages(const spmd_pipe *p);
+void spmd_pipe_cut(const spmd_pipe *p, int *first, int *last);
+/* One step over a batch of B samples (B divisible by microbatches): x
+ * (B, C, H, W) on stage 0 (else ignored), targets (B) on the last stage.
+ * Adds to the gradients (zero them before).  The last stage gets the mean
+ * loss in *loss and the argmax hits in *correct (both may be NULL). */
+spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int B, float *loss,
+                           int *correct);
+/* Forward only (eval): the last stage's logits (B, classes) into logits. */
+spmd_status spmd_pipe_forward(spmd_pipe *p, const float *x, int B, float *logits);
+typedef struct {
+    double total_s;       /* the last step, wall clock */
+    double compute_s;     /* forward, loss and backward */
+    double wait_s;        /* waiting for activations / gradients / sends */
+    double bubble_s;      /* total - compute: idle time of this stage */
+    int max_live;         /* micro-batches whose activations were alive at once */
+    int slots;            /* activation sets allocated (GPipe: microbatches; 1F1B: <= stages - stage) */
+    size_t act_bytes;     /* activation + cache memory of all slots */
+} spmd_pipe_stats;
+void spmd_pipe_last_stats(const spmd_pipe *p, spmd_pipe_stats *s);
+const char *spmd_pipe_errmsg(const spmd_pipe *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -493,6 +493,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         }
     }
     m->bmax = B;
+    m->act_bytes = sizeof(float) * (acts + in0 + acts + gin0 + cache + scratch + dcol);
     m->fwd_ready = 0;
     return SPMD_OK;
 }
@@ -758,6 +759,7 @@ void spmd_model_use_param_memory(spmd_model *m, float *mem) {
 void spmd_model_use_buffer_memory(spmd_model *m, float *mem) {
     if (m && m->buf_count) adopt_memory(&m->buf_mem, &m->own_buf_mem, mem, m->buf_count);
 }
+size_t spmd_model_activation_bytes(const spmd_model *m) { return m ? m->act_bytes : 0; }
 const float *spmd_model_input_grad(const spmd_model *m) {
     return m && m->stage_input && m->fwd_ready ? m->acts[0].grad : NULL;
 }

@@ -101,6 +101,7 @@ struct spmd_model {
     float *own_buf_mem;    /* likewise for buf_mem (spmd_model_use_buffer_memory) */
     float *act_mem, *actgrad_mem, *cache_mem, *col_scratch, *dcol_scratch;
     int bmax;             /* batch the activation memory is sized for */
+    size_t act_bytes;     /* activation, activation-gradient and cache memory at bmax */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
     int grad_stale;       /* spmd_model_zero_grad_lazy: the next backward writes the gradients */
