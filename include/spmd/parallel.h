@@ -130,6 +130,52 @@ typedef struct {
 void spmd_pipe_last_stats(const spmd_pipe *p, spmd_pipe_stats *s);
 const char *spmd_pipe_errmsg(const spmd_pipe *p);
 
+/* ---- device mesh: data x pipeline x tensor subgroups -------------------------
+ *
+ * A world of dp * pp * tp ranks cut as torch's DeviceMesh (and Megatron) do,
+ * the tensor dimension innermost: rank = (d * pp + p) * tp + t.  Each rank
+ * gets its coordinates and three subgroups: the ranks that differ only in d
+ * (its data-parallel group: gradients averaged there), only in p (its
+ * pipeline: stage = p) and only in t (its tensor-parallel group).  A
+ * dimension of size 1 gives a group of one.  Collective over g. */
+typedef struct {
+    int dp, pp, tp;          /* sizes */
+    int d, p, t;             /* this rank's coordinates */
+    spmd_group *dp_group, *pp_group, *tp_group;
+} spmd_mesh;
+spmd_status spmd_mesh_create(spmd_group *g, int dp, int pp, int tp, spmd_mesh *out, char *err,
+                             size_t errlen);
+/* Destroys the subgroups (before the parent group). */
+void spmd_mesh_destroy(spmd_mesh *m);
+
+/* ---- tensor parallelism: Megatron's column- and row-parallel Linear ----------
+ *
+ * Layers of a layer list (spmd/nn.h custom layers) whose weight is sharded
+ * over a tensor-parallel group of tp ranks (rank t):
+ *   column-parallel  nn.Linear(C, OC) with rows [t*OC/tp, (t+1)*OC/tp) of the
+ *                    weight and bias here; output (B, OC/tp), or all-gathered
+ *                    to (B, OC) when gather_output; backward all-reduces the
+ *                    input gradient (the input is replicated).
+ *   row-parallel     nn.Linear(C, OC) with columns [t*C/tp, (t+1)*C/tp) of the
+ *                    weight; input (B, C/tp) (a column-parallel output), the
+ *                    partial outputs all-reduced, the (whole) bias added once.
+ * A column-parallel layer, element-wise layers, then a row-parallel one is
+ * Megatron's MLP: one all_reduce forward, one backward.  Each shard is
+ * initialised as its slice of the unsharded layer from the same seed, so a
+ * tensor-parallel model starts (and trains) as the plain one.  The spmd_tp
+ * object owns the layers' state and must outlive every model built from them. */
+typedef struct spmd_tp spmd_tp;
+spmd_status spmd_tp_create(spmd_group *g, spmd_tp **out);
+void spmd_tp_free(spmd_tp *tp);
+spmd_status spmd_tp_column_linear(spmd_tp *tp, spmd_layers *L, int out_features, int bias,
+                                  int gather_output, const char *name);
+spmd_status spmd_tp_row_linear(spmd_tp *tp, spmd_layers *L, int out_features, int bias,
+                               const char *name);
+/* Built-in architectures with their Linear layers sharded: "mlp" (fc1
+ * column, fc2 row) and "cnn" (fc1 column, fc2 row); input as spmd_layers_arch. */
+spmd_status spmd_tp_arch(spmd_tp *tp, const char *arch, int num_classes, int in_c, int in_h,
+                         int in_w, spmd_layers **out, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
