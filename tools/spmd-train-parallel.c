@@ -234,11 +234,14 @@ static int train(ptrainer *t) {
     if (!x || !dl || !logits || !y || !perm) goto out;
     long step = 0;
     double acc = 0, t_data = 0, t_comp = 0, t_bub = 0, t_opt = 0, t_win = now();
+    double t_warm = 0, bub_all = 0, comp_all = 0;   /* from step 10 on: the summary */
+    long warm_step = -1;
     int win = 0;
     for (int ep = 0; ep < o->epochs && (o->steps == 0 || step < o->steps); ep++) {
         shuffle(perm, ntrain, (uint64_t)o->seed, ep);
         for (size_t s = 0; s < steps_per_epoch && (o->steps == 0 || step < o->steps); s++, step++) {
             double t0 = now();
+            if (step == 10 || (warm_step < 0 && o->steps && o->steps <= 10)) t_warm = t0, warm_step = step;
             const size_t *idx = perm + (s * dp + (size_t)t->mesh.d) * B;
             fill(&t->d, 0, idx, B, 1, (uint64_t)o->seed * 1000003u + (uint64_t)step, x, y);
             double t1 = now();
@@ -278,6 +281,10 @@ static int train(ptrainer *t) {
             t_data += t1 - t0;
             t_comp += t->pipe ? ps.compute_s : t2 - t1;
             t_bub += t->pipe ? ps.bubble_s : 0;
+            if (warm_step >= 0) {
+                bub_all += t->pipe ? ps.bubble_s : 0;
+                comp_all += t->pipe ? ps.compute_s : t2 - t1;
+            }
             t_opt += t3 - t2;
             win++;
             if (t->last && dp > 1) spmd_all_reduce(t->mesh.dp_group, &loss, &loss, 1, SPMD_F32, SPMD_SUM);
@@ -297,10 +304,16 @@ static int train(ptrainer *t) {
             if (t->reporter) printf("epoch %d  test accuracy %.4f\n", ep + 1, acc);
         }
     }
-    if (t->reporter)
-        printf("done: %ld steps, dp %d x pp %d x tp %d%s%s\n", step, t->mesh.dp, t->mesh.pp, t->mesh.tp,
+    if (t->reporter) {
+        printf("done: %ld steps, dp %d x pp %d x tp %d%s%s", step, t->mesh.dp, t->mesh.pp, t->mesh.tp,
                t->pipe ? (o->schedule == SPMD_SCHEDULE_GPIPE ? ", gpipe" : ", 1f1b") : "",
                t->zero ? ", zero-1" : "");
+        long n = step - warm_step;
+        if (warm_step >= 0 && n > 0)
+            printf(": %.0f samples/s from step %ld, last stage per step: compute %.2f ms, bubble %.2f ms",
+                   (double)B * dp * n / (now() - t_warm), warm_step, 1e3 * comp_all / n, 1e3 * bub_all / n);
+        printf("\n");
+    }
     rc = 0;
 out:
     free(x); free(dl); free(logits); free(y); free(perm);

@@ -325,6 +325,10 @@ spmd_status spmd_layers_arch(const char *arch, int num_classes, int in_c, int in
                              spmd_layers **out, char *err, size_t errlen);
 
 int spmd_layers_count(const spmd_layers *L);
+/* Index of the layer named name (its state_dict prefix), or -1. */
+int spmd_layers_index(const spmd_layers *L, const char *name);
+/* Keep layers [0, n) only (e.g. to replace a built-in model's head). */
+spmd_status spmd_layers_truncate(spmd_layers *L, int n);
 /* Parameters (elements) of layer i, and the parameter range [*off, *off + *count)
  * of layers [first, last) in the memory of a model built from the whole list. */
 size_t spmd_layers_layer_params(const spmd_layers *L, int i);

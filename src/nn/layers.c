@@ -172,6 +172,21 @@ spmd_status spmd_layers_custom(spmd_layers *L, const spmd_layer_def *def) {
 
 int spmd_layers_count(const spmd_layers *L) { return L ? L->n : 0; }
 
+int spmd_layers_index(const spmd_layers *L, const char *name) {
+    for (int i = 0; L && name && i < L->n; i++)
+        if (L->v[i].name[0] && strcmp(L->v[i].name, name) == 0) return i;
+    return -1;
+}
+
+spmd_status spmd_layers_truncate(spmd_layers *L, int n) {
+    if (!L || n < 0 || n > L->n) {
+        if (L) failf(L, SPMD_ERR_INVALID, "cannot keep %d layers of %d", n, L->n);
+        return SPMD_ERR_INVALID;
+    }
+    L->n = n;
+    return rebuild_shadow(L) == SPMD_OK ? SPMD_OK : failf(L, SPMD_ERR_NOMEM, "out of memory");
+}
+
 size_t spmd_layers_layer_params(const spmd_layers *L, int i) {
     if (!L || i < 0 || i >= L->n) return 0;
     size_t c = 0;

@@ -212,19 +212,15 @@ spmd_status spmd_tp_arch(spmd_tp *tp, const char *arch, int num_classes, int in_
         if (err && errlen) snprintf(err, errlen, "tensor parallelism: no sharded '%s' (mlp, cnn)", a);
         return SPMD_ERR_INVALID;
     }
+    /* the built-in list up to its fc1, then the sharded head */
     spmd_layers *L;
-    spmd_status st = spmd_layers_create(in_c > 0 ? in_c : 1, in_h > 0 ? in_h : 28,
-                                        in_w > 0 ? in_w : 28, mlp, &L);
+    spmd_status st = spmd_layers_arch(a, ncls, in_c, in_h, in_w, &L, err, errlen);
     if (st != SPMD_OK) return st;
-    int hidden = mlp ? 50 : 128;
-    if (!mlp) {
-        spmd_layers_conv2d(L, 32, 3, 1, 0, 1, "conv1");
-        spmd_layers_relu(L);
-        spmd_layers_conv2d(L, 32, 3, 1, 0, 1, "conv2");
-        spmd_layers_relu(L);
-        spmd_layers_maxpool2d(L, 2);
-        spmd_layers_dropout(L, 0.25f);
-        spmd_layers_flatten(L);
+    int hidden = 0, fc1 = spmd_layers_index(L, "fc1");
+    spmd_layers_shape(L, fc1, &hidden, NULL, NULL, NULL);
+    if (fc1 < 0 || spmd_layers_truncate(L, fc1) != SPMD_OK) {
+        spmd_layers_free(L);
+        return SPMD_ERR_INVALID;
     }
     st = spmd_tp_column_linear(tp, L, hidden, 1, 0, "fc1");
     if (st == SPMD_OK) st = spmd_layers_relu(L);
