@@ -353,7 +353,12 @@ static int setup(ptrainer *t) {
         spmd_build_opts bo = {o->model, (uint64_t)o->seed, o->dropout, 0, 0};
         if (spmd_model_build(t->L, &bo, &t->model, err, sizeof err)) goto fail;
     }
-    spmd_model_seed_dropout(t->model, (uint64_t)o->seed, (uint64_t)rank);
+    /* the ranks of a tensor-parallel group share the dropout stream: the
+     * activations before a column-parallel layer are replicated and must be
+     * masked alike (the masks after it then repeat per shard) */
+    uint64_t stream = (uint64_t)t->mesh.d * (uint64_t)o->pp + (uint64_t)t->mesh.p;
+    if (t->pipe) spmd_pipe_seed_dropout(t->pipe, (uint64_t)o->seed, stream);
+    else spmd_model_seed_dropout(t->model, (uint64_t)o->seed, stream);
     t->first = t->mesh.p == 0;
     t->last = t->mesh.p == o->pp - 1;
     t->reporter = t->last && t->mesh.d == 0 && t->mesh.t == 0;

@@ -69,7 +69,8 @@ int main(int argc, char **argv) {
         spmd_build_opts bo = {"cnn", 1234, 1, 0, 0};
         if (spmd_model_build(L, &bo, &model, err, sizeof err)) goto fail;
     }
-    spmd_model_seed_dropout(model, 1, (uint64_t)rank);
+    if (pipe) spmd_pipe_seed_dropout(pipe, 1, (uint64_t)rank);
+    else spmd_model_seed_dropout(model, 1, (uint64_t)rank);
     size_t np;
     float *params = spmd_model_params(model, &np), *grads = spmd_model_grads(model, NULL);
     spmd_optim_opts oo = SPMD_OPTIM_OPTS_ADAM;

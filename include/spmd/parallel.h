@@ -107,6 +107,8 @@ void spmd_pipe_free(spmd_pipe *p);
  * are the stage's; step the optimizer on them.  Train/eval via spmd_pipe_train. */
 spmd_model *spmd_pipe_model(spmd_pipe *p);
 void spmd_pipe_train(spmd_pipe *p, int training);
+/* Seed the dropout RNG of every activation slot (slot i: stream * 1024 + i). */
+void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream);
 int spmd_pipe_stage(const spmd_pipe *p);
 int spmd_pipe_stages(const spmd_pipe *p);
 void spmd_pipe_cut(const spmd_pipe *p, int *first, int *last);

@@ -128,9 +128,9 @@ spmd_status spmd_pipe_create(spmd_group *g, const spmd_layers *L, const spmd_pip
             spmd_model_use_param_memory(mi, spmd_model_params(m0, NULL));
             spmd_model_use_grad_memory(mi, spmd_model_grads(m0, NULL));
             spmd_model_use_buffer_memory(mi, spmd_model_buffers(m0, NULL));
-            spmd_model_seed_dropout(mi, o->seed, (uint64_t)(s * 1000 + i));
         }
     }
+    spmd_pipe_seed_dropout(p, o->seed, (uint64_t)s);
     int c, h, w;
     spmd_layers_shape(L, p->first - 1, &c, &h, &w, NULL);
     p->in_size = (size_t)c * h * w;
@@ -169,6 +169,9 @@ void spmd_pipe_free(spmd_pipe *p) {
 spmd_model *spmd_pipe_model(spmd_pipe *p) { return p->slots[0].m; }
 void spmd_pipe_train(spmd_pipe *p, int training) {
     for (int i = 0; i < p->nslots; i++) spmd_model_train(p->slots[i].m, training);
+}
+void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream) {
+    for (int i = 0; i < p->nslots; i++) spmd_model_seed_dropout(p->slots[i].m, seed, stream * 1024 + (uint64_t)i);
 }
 int spmd_pipe_stage(const spmd_pipe *p) { return p->s; }
 int spmd_pipe_stages(const spmd_pipe *p) { return p->S; }
