@@ -42,6 +42,7 @@ int main(int argc, char **argv) {
         i++;
     }
     char err[512];
+    spmd_nn_set_threads(spmd_nn_default_threads());   /* 1 unless OPENBLAS/OMP_NUM_THREADS say */
     spmd_group *g = NULL;
     if (spmd_group_init(NULL, &g, err, sizeof err)) { fprintf(stderr, "init: %s\n", err); return 1; }
     int rank = spmd_group_rank(g), rc = 1;

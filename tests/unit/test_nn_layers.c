@@ -245,6 +245,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    spmd_nn_set_threads(1);   /* OpenBLAS's own threads are invisible to TSan */
     test_seed001();
     const char *archs[] = {"mlp", "cnn", "toy", "resnet18"};
     for (int i = 0; i < 4; i++) test_builtin(archs[i], 0, 0, 0);
