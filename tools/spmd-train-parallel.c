@@ -20,7 +20,7 @@
 #include "spmd/parallel.h"
 
 const char spmd_train_parallel_usage[] =
-    "Model parallelism (any of these selects the model-parallel trainer):\n"
+    "\nModel parallelism (any of these selects the model-parallel trainer; docs/PARALLEL.md):\n"
     "  --dataset NAME       fashion-mnist | cifar10 (CIFAR-10 binary files in --data:\n"
     "                       data_batch_1..5.bin, test_batch.bin)     (fashion-mnist)\n"
     "  --pp N               pipeline stages (the world is dp x pp x tp)  (1)\n"
