@@ -1,6 +1,6 @@
 /* test_pipe.c — pipeline parallelism against one process.
  *
- * At 2 and 4 stages, GPipe and 1F1B, balanced and explicit cuts: three SGD
+ * At 2 and 4 stages, GPipe (explicit cuts) and 1F1B (balanced cuts): two SGD
  * (momentum) steps of seed 000's CNN (dropout off) over 8 micro-batches give
  * the last stage the loss of the whole model on the whole batch, and every
  * stage its slice of the whole model's parameters, within 1e-5 relative.
@@ -21,7 +21,7 @@
         }                                                                                     \
     } while (0)
 
-enum { B = 16, STEPS = 3 };
+enum { B = 16, STEPS = 2 };
 
 static double rel_diff(const float *a, const float *b, size_t n) {
     double d = 0, r = 0;
@@ -180,8 +180,9 @@ static int body(int rank, int world, void *arg) {
         return 1;
     }
     int rc = 0;
-    for (int k = 0; k < 2 && !rc; k++)
-        for (int bal = 0; bal < 2 && !rc; bal++) rc |= run(g, rank, world, (spmd_schedule_kind)k, bal, 8);
+    /* GPipe on explicit cuts, 1F1B on the balanced ones */
+    rc |= run(g, rank, world, SPMD_SCHEDULE_GPIPE, 0, 8);
+    if (!rc) rc |= run(g, rank, world, SPMD_SCHEDULE_1F1B, 1, 8);
     if (!rc) rc = memory(g, rank, world);
     if (!rc) rc = errors(g, rank, world);
     spmd_group_destroy(g);
