@@ -374,6 +374,7 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
      * gives exactly that bound); BatchNorm weight 1, bias 0. */
     spmd_rng r;
     spmd_rng_seed(&r, seed, 0x1417);
+    for (uint64_t i = 0; i < m->init_skip; i++) spmd_rng_next(&r);
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *n = &m->nodes[i];
         if (n->np == 0) continue;

@@ -79,6 +79,7 @@ struct spmd_model {
     int dropout_on;
     int stage_input;      /* input in the model's layout, its gradient computed (a pipeline stage) */
     int stage_output;     /* the output may be spatial (a stage before the last) */
+    uint64_t init_skip;   /* initialisation: random draws the layers before the stage made */
     spmd_status err;      /* first builder failure */
     char errmsg[160];
     spmd_rng drop_rng;

@@ -225,6 +225,26 @@ static spmd_model *assemble(const spmd_layers *L, const char *arch, int first, i
     return m;
 }
 
+/* The random draws the whole model's initialisation makes before layer
+ * `first` (one per element of every Linear/Conv2d tensor, none for
+ * BatchNorm), so a stage can start its own where the whole model's would be;
+ * -1 when a custom init (whose draws are its own business) comes first. */
+static int64_t draws_before(const spmd_layers *L, int first) {
+    if (first == 0) return 0;
+    const spmd_model *s = L->shadow;
+    int pend = L->v[first].p0;   /* parameter table entries before the stage */
+    int64_t n = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        const spmd__node *nd = &s->nodes[i];
+        if (nd->np == 0 || nd->p0 >= pend || nd->op == SPMD__OP_BN) continue;
+        if (nd->op == SPMD__OP_CUSTOM && nd->custom->init) return -1;
+        for (int p = 0; p < nd->np; p++) n += (int64_t)s->params[nd->p0 + p].count;
+    }
+    return n;
+}
+
+/* The stage's initial parameters and buffers from a whole model built from
+ * the same seed (when draws_before cannot tell). */
 static spmd_status copy_slice(spmd_model *stage, const spmd_layers *L, int first, int last,
                               uint64_t seed, char *err, size_t errlen) {
     spmd_model *whole = assemble(L, "whole", 0, L->n);
@@ -257,9 +277,10 @@ spmd_status spmd_model_build(const spmd_layers *L, const spmd_build_opts *o, spm
     spmd_model *m = assemble(L, o->arch ? o->arch : "custom", first, last);
     if (!m) return SPMD_ERR_NOMEM;
     m->dropout_on = o->dropout != 0;
+    int64_t skip = draws_before(L, first);
+    m->init_skip = skip > 0 ? (uint64_t)skip : 0;
     spmd_status st = spmd__model_finish(m, o->seed, err, errlen);
-    if (st == SPMD_OK && (first > 0 || last < L->n))
-        st = copy_slice(m, L, first, last, o->seed, err, errlen);
+    if (st == SPMD_OK && skip < 0) st = copy_slice(m, L, first, last, o->seed, err, errlen);
     if (st != SPMD_OK) {
         spmd_model_free(m);
         return st;
