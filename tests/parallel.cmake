@@ -10,3 +10,7 @@ set_target_properties(pipe_bubble PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_
 spmd_test(test_train_parallel SOURCES parallel/test_train_parallel.c LABELS mp nn parallel TIMEOUT 300)
 target_compile_definitions(test_train_parallel PRIVATE SPMD_TRAIN_EXE="$<TARGET_FILE:spmd-train>")
 add_dependencies(test_train_parallel spmd-train)
+# Seed 004's hybrid: the CNN with DP 2 x PP 2 at world 4 under spmdrun (skip, 77, without the dataset).
+add_test(NAME example_dp_pp_cnn COMMAND $<TARGET_FILE:spmdrun> --standalone --nproc-per-node 4
+         $<TARGET_FILE:dp_pp_cnn> --dp 2 --pp 2 --microbatches 4 --steps 12 --batch 32)
+set_tests_properties(example_dp_pp_cnn PROPERTIES TIMEOUT 120 LABELS "example;nn;parallel" SKIP_RETURN_CODE 77)
