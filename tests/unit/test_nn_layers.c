@@ -261,9 +261,9 @@ static void test_errors(void) {
 int main(void) {
     spmd_nn_set_threads(1);   /* OpenBLAS's own threads are invisible to TSan */
     test_seed001();
-    const char *archs[] = {"mlp", "cnn", "toy", "resnet18"};
-    for (int i = 0; i < 4; i++) test_builtin(archs[i], 0, 0, 0);
-    test_builtin("resnet18", 3, 32, 32);
+    const char *archs[] = {"mlp", "cnn", "toy"};
+    for (int i = 0; i < 3; i++) test_builtin(archs[i], 0, 0, 0);
+    test_builtin("resnet18", 3, 32, 32);   /* (1x28x28: test_nn_torch) */
     test_builtin("cnn", 3, 32, 32);
     test_stages();
     test_custom();
