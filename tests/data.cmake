@@ -43,3 +43,5 @@ endif()
 
 # rank 0 saves, barrier, all load (seed 001), over forked ranks on loopback
 spmd_test(test_data_ckpt_dist SOURCES mp/test_data_ckpt_dist.c LIBS spmdnn LABELS mp TIMEOUT 120)
+# CIFAR-10 binary files (small files in the exact format), normalisation, augmentation, errors.
+spmd_test(test_data_cifar SOURCES unit/test_data_cifar.c LIBS spmdnn LABELS unit TIMEOUT 60)

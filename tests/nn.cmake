@@ -19,3 +19,5 @@ endforeach()
 spmd_test(test_nn_conv SOURCES unit/test_nn_conv.c LIBS spmdnn LABELS unit nn TIMEOUT 120)
 # The graph's fusions (conv+ReLU, ReLU in place, pool+ReLU backward) against the layers one by one.
 spmd_test(test_nn_fusion SOURCES unit/test_nn_fusion.c LIBS spmdnn LABELS unit nn TIMEOUT 60)
+# Models as layer lists: built-ins, stage cuts (bit for bit), custom layers, errors.
+spmd_test(test_nn_layers SOURCES unit/test_nn_layers.c LIBS spmdnn LABELS unit nn TIMEOUT 120)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cblas.h>
+#include "spmd-train-parallel.h"
 #include "spmd/data.h"
 #include "spmd/ddp.h"
 #include "spmd/group.h"
@@ -1068,11 +1069,14 @@ static int run(trainer *t) {
 }
 
 int main(int argc, char **argv) {
+    /* --pp / --tp / --zero / --schedule / --microbatches / --dataset: spmd-train-parallel.c */
+    if (spmd_train_wants_parallel(argc, argv)) return spmd_train_parallel_main(argc, argv);
     trainer t;
     memset(&t, 0, sizeof t);
     int rc = parse_args(argc, argv, &t.o);
     if (rc > 0) {
         usage(stdout);
+        fputs(spmd_train_parallel_usage, stdout);
         return 0;
     }
     if (rc < 0) return 2;   /* parse_args named the problem */

@@ -306,6 +306,35 @@ spmd_status spmd_ckpt_save_dist(spmd_group *g, const char *path, const spmd_ckpt
 spmd_status spmd_ckpt_load_dist(spmd_group *g, const char *path, const spmd_ckpt_tensor *tensors,
                                 size_t ntensors, char *err, size_t errlen);
 
+/* ======================================================================
+ * CIFAR-10, binary version (https://www.cs.toronto.edu/~kriz/cifar.html,
+ * "CIFAR-10 binary version (suitable for C programs)": data_batch_1.bin ..
+ * data_batch_5.bin and test_batch.bin).  Each record is 1 label byte
+ * (0..9) and 3072 pixel bytes: the 32x32 red plane, then green, then blue. */
+#define SPMD_CIFAR_RECORD 3073
+typedef struct {
+    size_t n;
+    uint8_t *images;   /* n * 3072 bytes, (n, 3, 32, 32) */
+    uint8_t *labels;   /* n bytes */
+} spmd_cifar;
+/* Per-channel mean and std of the training set (as torchvision examples use). */
+#define SPMD_CIFAR10_MEAN {0.4914f, 0.4822f, 0.4465f}
+#define SPMD_CIFAR10_STD {0.2470f, 0.2435f, 0.2616f}
+/* Append the records of one file; a size that is not a whole number of
+ * records or a label > 9 is an error naming the file and the value. */
+spmd_status spmd_cifar_load_file(const char *path, spmd_cifar *ds, char *err, size_t errlen);
+/* The five training batches or test_batch.bin from dir. */
+spmd_status spmd_cifar_load_dir(const char *dir, spmd_split split, spmd_cifar *out, char *err,
+                                size_t errlen);
+void spmd_cifar_free(spmd_cifar *ds);
+/* One batch x (count, 3, 32, 32), normalised per channel, y (count).
+ * augment: random crop of 32x32 from the image zero-padded by 4 on each side
+ * and a horizontal flip with probability 1/2 (torchvision's RandomCrop(32,
+ * padding=4) + RandomHorizontalFlip), drawn from seed and the sample index,
+ * so a batch is reproducible. */
+spmd_status spmd_cifar_batch(const spmd_cifar *ds, const size_t *idx, size_t count, int augment,
+                             uint64_t seed, float *x, int *y);
+
 #ifdef __cplusplus
 }
 #endif

@@ -163,8 +163,9 @@ typedef struct {
     uint64_t seed;       /* initialisation seed */
     int dropout;         /* 0: dropout layers are the identity (equivalence tests) */
     int num_classes;     /* <= 0: 10 */
+    int in_c, in_h, in_w; /* 0: the architecture's own input (see spmd_layers_arch) */
 } spmd_model_opts;
-#define SPMD_MODEL_OPTS_DEFAULT {"cnn", 1234, 1, 10}
+#define SPMD_MODEL_OPTS_DEFAULT {"cnn", 1234, 1, 10, 0, 0, 0}
 
 /* Build a model, parameters initialised as torch's defaults (weights and
  * biases of Linear/Conv2d uniform in ±1/sqrt(fan_in); BatchNorm weight 1,
@@ -242,6 +243,125 @@ typedef void (*spmd_grad_ready_fn)(void *ctx, int param_index);
  * grad_ready may be NULL. */
 spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_ready_fn grad_ready,
                                 void *ctx);
+
+/* ---- models of your own: a list of layers ---------------------------------
+ *
+ * A model is a sequence of layers, each reading the previous one's output
+ * (a ResNet BasicBlock, whose shortcut reads its input twice, is one layer).
+ * Describe it once with spmd_layers, then build a model from all of it or
+ * from a range of it (a pipeline stage).  The built-in architectures are
+ * layer lists too (spmd_layers_arch).  The parameters of every model built
+ * this way are one contiguous allocation laid out in layer order, so the
+ * range [first, last) of a list owns the slice of the whole model's memory
+ * given by spmd_layers_param_range, and a stage built with the same seed
+ * holds exactly that slice of the whole model's initial parameters.
+ *
+ *   spmd_layers *L;
+ *   spmd_layers_create(10, 1, 1, 1, &L);          // seed 001: nn.Linear(10, 10)
+ *   spmd_layers_linear(L, 10, 1, "net");
+ *   spmd_build_opts b = SPMD_BUILD_OPTS_DEFAULT;
+ *   spmd_model_build(L, &b, &model, err, sizeof err);
+ *   spmd_layers_free(L);                          // the model does not need it
+ *
+ * Each spmd_layers_* call checks the layer against the current shape and
+ * returns SPMD_ERR_INVALID with spmd_layers_errmsg() naming the layer and the
+ * values; after a failure the list is unchanged. */
+typedef struct spmd_layers spmd_layers;
+
+/* A list whose input is (B, c, h, w).  flat 1: the first layer reads each
+ * sample as c*h*w values (a Linear first, as a model that flattens its input);
+ * 0: spatial (a Conv2d first). */
+spmd_status spmd_layers_create(int c, int h, int w, int flat, spmd_layers **out);
+void spmd_layers_free(spmd_layers *L);
+/* The reason of the last failed call ("" if none). */
+const char *spmd_layers_errmsg(const spmd_layers *L);
+
+/* nn.Linear(in, out_features, bias): input must be flat.  name: the state_dict prefix ("fc1"). */
+spmd_status spmd_layers_linear(spmd_layers *L, int out_features, int bias, const char *name);
+/* nn.Conv2d(in, out_channels, k, stride, pad, bias): input must be spatial. */
+spmd_status spmd_layers_conv2d(spmd_layers *L, int out_channels, int k, int stride, int pad,
+                               int bias, const char *name);
+spmd_status spmd_layers_batchnorm2d(spmd_layers *L, const char *name);
+spmd_status spmd_layers_relu(spmd_layers *L);
+spmd_status spmd_layers_maxpool2d(spmd_layers *L, int k);
+spmd_status spmd_layers_dropout(spmd_layers *L, float p);
+spmd_status spmd_layers_flatten(spmd_layers *L);
+/* AdaptiveAvgPool2d(1) + flatten: (C, H, W) -> C. */
+spmd_status spmd_layers_global_avgpool(spmd_layers *L);
+/* torchvision's BasicBlock (conv3x3-bn-relu-conv3x3-bn, 1x1 conv-bn shortcut
+ * when the shape changes, add, relu).  prefix e.g. "layer2.0". */
+spmd_status spmd_layers_basic_block(spmd_layers *L, int planes, int stride, const char *prefix);
+
+/* A layer of your own (e.g. the tensor-parallel Linear of spmd/parallel.h).
+ * Activations are passed in the model's layout: flat ones (B, n), spatial
+ * ones (C, B, H, W).  forward writes out; backward adds to dparams (+=) and
+ * writes din (=), or adds to it when acc is 1; din NULL: skip it.  A non-OK
+ * status fails the model's forward/backward with it.  init NULL: every
+ * parameter uniform in ±1/sqrt(fan_in of the first), as torch's Linear;
+ * else init fills params from r (draw as many numbers as the equivalent
+ * unsharded layer would, so later layers initialise as in that model). */
+#define SPMD_LAYER_MAX_PARAMS 4
+typedef struct {
+    const char *name;                    /* state_dict prefix */
+    int out_c, out_h, out_w, out_flat;   /* per-sample output shape */
+    int nparams;
+    const char *param_names[SPMD_LAYER_MAX_PARAMS];   /* "weight", "bias" */
+    int param_ndim[SPMD_LAYER_MAX_PARAMS];
+    int param_shape[SPMD_LAYER_MAX_PARAMS][4];
+    spmd_status (*forward)(void *ctx, float *out, const float *in, float *const *params, int B);
+    spmd_status (*backward)(void *ctx, float *din, float *const *dparams, const float *dout,
+                            const float *in, const float *out, float *const *params, int B,
+                            int acc);
+    void (*init)(void *ctx, float *const *params, spmd_rng *r);
+    void *ctx;                           /* must outlive every model built with the layer */
+} spmd_layer_def;
+spmd_status spmd_layers_custom(spmd_layers *L, const spmd_layer_def *def);
+
+/* A built-in architecture as a list: "mlp", "cnn", "toy", "resnet18",
+ * "resnet34"; in_c/in_h/in_w 0: the architecture's own input (1x28x28,
+ * toy 10); resnets take any (C, H, W), e.g. CIFAR's 3x32x32 (the CIFAR stem:
+ * a 3x3 stride-1 first convolution, no max-pool). */
+spmd_status spmd_layers_arch(const char *arch, int num_classes, int in_c, int in_h, int in_w,
+                             spmd_layers **out, char *err, size_t errlen);
+
+int spmd_layers_count(const spmd_layers *L);
+/* Index of the layer named name (its state_dict prefix), or -1. */
+int spmd_layers_index(const spmd_layers *L, const char *name);
+/* Keep layers [0, n) only (e.g. to replace a built-in model's head). */
+spmd_status spmd_layers_truncate(spmd_layers *L, int n);
+/* Parameters (elements) of layer i, and the parameter range [*off, *off + *count)
+ * of layers [first, last) in the memory of a model built from the whole list. */
+size_t spmd_layers_layer_params(const spmd_layers *L, int i);
+void spmd_layers_param_range(const spmd_layers *L, int first, int last, size_t *off,
+                             size_t *count);
+/* Per-sample shape of layer i's output (i = -1: the list's input); flat 1: (B, c*h*w). */
+void spmd_layers_shape(const spmd_layers *L, int i, int *c, int *h, int *w, int *flat);
+
+typedef struct {
+    const char *arch;   /* name for spmd_model_arch; NULL: "custom" */
+    uint64_t seed;      /* initialisation seed */
+    int dropout;        /* 0: dropout layers are the identity */
+    int first, last;    /* layers [first, last) (last <= 0: to the end) */
+} spmd_build_opts;
+#define SPMD_BUILD_OPTS_DEFAULT {NULL, 1234, 1, 0, 0}
+
+/* Build a model from layers [first, last) of L, initialised as the whole
+ * list would be from seed (torch's defaults), in train mode.  A model that
+ * starts after layer 0 (a pipeline stage) takes its input in the model's
+ * layout (the previous stage's output memory as it is) and computes the input
+ * gradient (spmd_model_input_grad); a model that ends before the last layer
+ * may give a spatial output (C, B, H, W).  Errors name the range. */
+spmd_status spmd_model_build(const spmd_layers *L, const spmd_build_opts *o, spmd_model **out,
+                             char *err, size_t errlen);
+/* Gradient of the last backward with respect to the input (B * input size
+ * floats), for models built from first > 0; NULL otherwise. */
+const float *spmd_model_input_grad(const spmd_model *m);
+/* Bytes of activation, activation-gradient and cache memory the model holds
+ * (sized for the largest batch forwarded so far). */
+size_t spmd_model_activation_bytes(const spmd_model *m);
+/* Keep the buffers (BatchNorm statistics) in caller-owned memory, as
+ * spmd_model_use_param_memory (e.g. models sharing them). */
+void spmd_model_use_buffer_memory(spmd_model *m, float *mem);
 
 /* ---- optimizers ---------------------------------------------------------- */
 typedef enum { SPMD_OPTIM_SGD = 0, SPMD_OPTIM_ADAM, SPMD_OPTIM_ADAMW } spmd_optim_kind;

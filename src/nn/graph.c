@@ -231,6 +231,49 @@ int spmd__add_add(spmd_model *m, int a, int b) {
     return m->err ? -1 : n->out;
 }
 
+int spmd__add_custom(spmd_model *m, int in, const spmd_layer_def *def) {
+    spmd__node *n = new_node(m, SPMD__OP_CUSTOM, in);
+    if (!n) return -1;
+    const char *name = def->name ? def->name : "custom";
+    if (!def->forward || !def->backward) {
+        fail(m, SPMD_ERR_INVALID, "%s: a custom layer needs forward and backward", name);
+        return -1;
+    }
+    if (def->out_c < 1 || def->out_h < 1 || def->out_w < 1 ||
+        (def->out_flat && (def->out_h != 1 || def->out_w != 1))) {
+        fail(m, SPMD_ERR_INVALID, "%s: bad output shape %dx%dx%d (flat %d)", name, def->out_c,
+             def->out_h, def->out_w, def->out_flat);
+        return -1;
+    }
+    if (def->nparams < 0 || def->nparams > SPMD_LAYER_MAX_PARAMS) {
+        fail(m, SPMD_ERR_INVALID, "%s: %d parameters (at most %d)", name, def->nparams,
+             SPMD_LAYER_MAX_PARAMS);
+        return -1;
+    }
+    for (int p = 0; p < def->nparams; p++) {
+        int nd = def->param_ndim[p];
+        int ok = nd >= 1 && nd <= 4 && def->param_names[p];
+        for (int d = 0; ok && d < nd; d++) ok = def->param_shape[p][d] >= 1;
+        if (!ok) {
+            fail(m, SPMD_ERR_INVALID, "%s: parameter %d has no name or a bad shape", name, p);
+            return -1;
+        }
+    }
+    n->custom = malloc(sizeof *n->custom);
+    if (!n->custom) { fail(m, SPMD_ERR_NOMEM, "out of memory building the model"); return -1; }
+    *n->custom = *def;
+    n->custom->name = NULL;   /* names are only read here */
+    char nm[128];
+    for (int p = 0; p < def->nparams; p++) {
+        n->custom->param_names[p] = NULL;
+        join(nm, sizeof nm, name, def->param_names[p]);
+        add_tensor(m, 0, nm, def->param_ndim[p], def->param_shape[p]);
+    }
+    n->np = def->nparams;
+    n->out = new_act(m, def->out_c, def->out_h, def->out_w, def->out_flat);
+    return m->err ? -1 : n->out;
+}
+
 int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const char *prefix) {
     if (m->err) return -1;
     char nm[128];
@@ -313,12 +356,12 @@ static void fuse_pool_relu(spmd_model *m) {
 
 spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen) {
     if (m->err == SPMD_OK && m->nnodes == 0) fail(m, SPMD_ERR_INVALID, "model has no layers");
-    if (m->err == SPMD_OK && !m->acts[m->nacts - 1].flat)
+    if (m->err == SPMD_OK && !m->stage_output && !m->acts[m->nacts - 1].flat)
         fail(m, SPMD_ERR_INVALID, "the last layer must give a flat (B, n) output");
     if (m->err == SPMD_OK) {
         m->param_mem = m->own_param_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
         m->grad_mem = m->own_grad_mem = calloc(m->param_count ? m->param_count : 1, sizeof(float));
-        m->buf_mem = m->buf_count ? calloc(m->buf_count, sizeof(float)) : NULL;
+        m->buf_mem = m->own_buf_mem = m->buf_count ? calloc(m->buf_count, sizeof(float)) : NULL;
         if (!m->param_mem || !m->grad_mem || (m->buf_count && !m->buf_mem))
             fail(m, SPMD_ERR_NOMEM, "cannot allocate %zu parameters", m->param_count);
     }
@@ -331,10 +374,17 @@ spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t e
      * gives exactly that bound); BatchNorm weight 1, bias 0. */
     spmd_rng r;
     spmd_rng_seed(&r, seed, 0x1417);
+    for (uint64_t i = 0; i < m->init_skip; i++) spmd_rng_next(&r);
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *n = &m->nodes[i];
         if (n->np == 0) continue;
         spmd_tensor_info *w = &m->params[n->p0];
+        if (n->op == SPMD__OP_CUSTOM && n->custom->init) {
+            float *ps[SPMD_LAYER_MAX_PARAMS];
+            for (int p = 0; p < n->np; p++) ps[p] = m->param_mem + m->params[n->p0 + p].offset;
+            n->custom->init(n->custom->ctx, ps, &r);
+            continue;
+        }
         if (n->op == SPMD__OP_BN) {
             for (size_t j = 0; j < w->count; j++) m->param_mem[w->offset + j] = 1.0f;
             /* bias stays 0; running_var starts at 1 */
@@ -381,7 +431,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     for (int i = 1; i < m->nacts; i++)
         if (!shared[i]) acts += m->acts[i].size * (size_t)B;
     size_t in0 = 0;
-    if (!m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
+    if (!m->stage_input && !m->acts[0].flat && m->in_c > 1) in0 = m->acts[0].size * (size_t)B;
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *n = &m->nodes[i];
         size_t osz = m->acts[n->out].size * (size_t)B;
@@ -399,7 +449,8 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
     }
     size_t dcol = scratch;   /* the input-gradient chunk has the same shape */
     float *am = malloc(sizeof(float) * (acts + in0 + 1));
-    float *gm = malloc(sizeof(float) * (acts + 1));
+    size_t gin0 = m->stage_input ? m->acts[0].size * (size_t)B : 0;
+    float *gm = malloc(sizeof(float) * (acts + gin0 + 1));
     float *cm = malloc(sizeof(float) * (cache + scratch + dcol + 1));
     if (!am || !gm || !cm) {
         free(am); free(gm); free(cm); free(shared);
@@ -416,6 +467,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         m->acts[i].grad = pg; pg += m->acts[i].size * (size_t)B;
     }
     if (in0) m->acts[0].data = pa;
+    if (gin0) m->acts[0].grad = pg;
     /* nodes are in forward order, so a conv's output is placed before its ReLU's */
     for (int i = 0; i < m->nnodes; i++) {
         const spmd__node *n = &m->nodes[i];
@@ -442,6 +494,7 @@ static spmd_status alloc_batch(spmd_model *m, int B) {
         }
     }
     m->bmax = B;
+    m->act_bytes = sizeof(float) * (acts + in0 + acts + gin0 + cache + scratch + dcol);
     m->fwd_ready = 0;
     return SPMD_OK;
 }
@@ -459,7 +512,7 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
     const int sync = m->training && m->bn_reduce != NULL;
     m->fwd_ready = 0;
     spmd__act *a0 = &m->acts[0];
-    if (!a0->flat && m->in_c > 1) spmd_flatten_backward(a0->data, x, m->in_c, B, m->in_h * m->in_w, 0);
+    if (!m->stage_input && !a0->flat && m->in_c > 1) spmd_flatten_backward(a0->data, x, m->in_c, B, m->in_h * m->in_w, 0);
     else a0->data = (float *)x;   /* read only: no node writes to act 0 */
     for (int i = 0; i < m->nnodes; i++) {
         spmd__node *n = &m->nodes[i];
@@ -513,6 +566,13 @@ spmd_status spmd_model_forward(spmd_model *m, const float *x, int B, const float
         case SPMD__OP_ADD:
             spmd_add_forward(out->data, in->data, m->acts[n->in2].data, osz);
             break;
+        case SPMD__OP_CUSTOM: {
+            float *ps[SPMD_LAYER_MAX_PARAMS];
+            for (int p = 0; p < n->np; p++) ps[p] = P(m, n->p0 + p);
+            spmd_status st = n->custom->forward(n->custom->ctx, out->data, in->data, ps, B);
+            if (st != SPMD_OK) return st;
+            break;
+        }
         }
     }
     m->batch = B;
@@ -602,6 +662,14 @@ spmd_status spmd_model_backward(spmd_model *m, const float *dlogits, spmd_grad_r
             if (m->acts[n->in2].grad)
                 copy_or_add(m->acts[n->in2].grad, out->grad, osz, n->acc_in2);
             break;
+        case SPMD__OP_CUSTOM: {
+            float *ps[SPMD_LAYER_MAX_PARAMS], *gs[SPMD_LAYER_MAX_PARAMS];
+            for (int p = 0; p < n->np; p++) ps[p] = P(m, n->p0 + p), gs[p] = G(m, n->p0 + p);
+            spmd_status st = n->custom->backward(n->custom->ctx, din, gs, out->grad, in->data,
+                                                 out->data, ps, B, n->acc_in);
+            if (st != SPMD_OK) return st;
+            break;
+        }
         }
         if (grad_ready)
             for (int p = n->np - 1; p >= 0; p--) grad_ready(ctx, n->p0 + p);
@@ -616,8 +684,9 @@ void spmd_model_free(spmd_model *m) {
     if (!m) return;
     for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
     for (int i = 0; i < m->nbufs; i++) free((char *)m->bufs[i].name);
+    for (int i = 0; i < m->nnodes; i++) free(m->nodes[i].custom);
     free(m->params); free(m->bufs); free(m->acts); free(m->nodes);
-    free(m->own_param_mem); free(m->own_grad_mem); free(m->buf_mem);
+    free(m->own_param_mem); free(m->own_grad_mem); free(m->own_buf_mem);
     free(m->act_mem); free(m->actgrad_mem); free(m->cache_mem);
     free(m->bn_scratch);
     free(m);
@@ -687,6 +756,13 @@ void spmd_model_use_grad_memory(spmd_model *m, float *mem) {
 }
 void spmd_model_use_param_memory(spmd_model *m, float *mem) {
     if (m) adopt_memory(&m->param_mem, &m->own_param_mem, mem, m->param_count);
+}
+void spmd_model_use_buffer_memory(spmd_model *m, float *mem) {
+    if (m && m->buf_count) adopt_memory(&m->buf_mem, &m->own_buf_mem, mem, m->buf_count);
+}
+size_t spmd_model_activation_bytes(const spmd_model *m) { return m ? m->act_bytes : 0; }
+const float *spmd_model_input_grad(const spmd_model *m) {
+    return m && m->stage_input && m->fwd_ready ? m->acts[0].grad : NULL;
 }
 
 void spmd_model_zero_grad(spmd_model *m) {

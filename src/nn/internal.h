@@ -27,7 +27,8 @@ enum {
     SPMD__OP_DROPOUT,
     SPMD__OP_FLATTEN,
     SPMD__OP_GAP,
-    SPMD__OP_ADD
+    SPMD__OP_ADD,
+    SPMD__OP_CUSTOM
 };
 
 typedef struct {
@@ -57,6 +58,7 @@ typedef struct {
     float *mask;
     int32_t *idx;
     float *mean, *rstd;
+    spmd_layer_def *custom;   /* SPMD__OP_CUSTOM: the model's copy of the definition */
 } spmd__node;
 
 typedef struct {
@@ -75,6 +77,9 @@ struct spmd_model {
     int in_c, in_h, in_w;
     int training;
     int dropout_on;
+    int stage_input;      /* input in the model's layout, its gradient computed (a pipeline stage) */
+    int stage_output;     /* the output may be spatial (a stage before the last) */
+    uint64_t init_skip;   /* initialisation: random draws the layers before the stage made */
     spmd_status err;      /* first builder failure */
     char errmsg[160];
     spmd_rng drop_rng;
@@ -94,8 +99,10 @@ struct spmd_model {
     float *param_mem, *grad_mem, *buf_mem;
     float *own_grad_mem;   /* grad_mem when the model allocated it, else NULL (spmd_model_use_grad_memory) */
     float *own_param_mem;  /* likewise for param_mem (spmd_model_use_param_memory) */
+    float *own_buf_mem;    /* likewise for buf_mem (spmd_model_use_buffer_memory) */
     float *act_mem, *actgrad_mem, *cache_mem, *col_scratch, *dcol_scratch;
     int bmax;             /* batch the activation memory is sized for */
+    size_t act_bytes;     /* activation, activation-gradient and cache memory at bmax */
     int batch;            /* batch of the last forward */
     int fwd_ready;        /* a forward has run since allocation */
     int grad_stale;       /* spmd_model_zero_grad_lazy: the next backward writes the gradients */
@@ -121,6 +128,8 @@ int spmd__add_dropout(spmd_model *m, int in, float p);
 int spmd__add_flatten(spmd_model *m, int in);
 int spmd__add_gap(spmd_model *m, int in);
 int spmd__add_add(spmd_model *m, int a, int b);
+/* A user-defined layer (spmd_layers_custom); def is copied. */
+int spmd__add_custom(spmd_model *m, int in, const spmd_layer_def *def);
 /* torchvision's BasicBlock: conv3x3(stride)-bn-relu-conv3x3-bn (+ 1x1 conv-bn
  * shortcut when the shape changes), add, relu.  prefix e.g. "layer2.0". */
 int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const char *prefix);
