@@ -83,8 +83,9 @@ static void usage(FILE *f) {
         "  --steps N            stop after N optimizer steps in total    (no limit)\n"
         "  --batch-size B       examples per rank per step               (16)\n"
         "  --lr X               learning rate of one rank's batch        (0.01)\n"
-        "  --lr-scaling S       linear: the step uses lr x world size, as the global batch\n"
-        "                       is world x batch (Goyal et al.); none: lr as given (linear)\n"
+        "  --lr-scaling S       none: lr as given at every world size, as torch; linear: the\n"
+        "                       step uses lr x world size, as the global batch is world x\n"
+        "                       batch (Goyal et al.)                     (none)\n"
         "  --momentum X         SGD momentum                             (0.5)\n"
         "  --optimizer NAME     sgd | adam | adamw                       (sgd)\n"
         "  --weight-decay X     L2 (sgd, adam) or decoupled (adamw)      (0)\n"
@@ -114,8 +115,8 @@ static void usage(FILE *f) {
         "  --help               this text\n"
         "\n"
         "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
-        "inputs normalised with mean %.4f std %.4f; with several ranks the learning rate\n"
-        "scales linearly (--lr-scaling none keeps the seed's 0.01 at every world size).\n",
+        "inputs normalised with mean %.4f std %.4f; the learning rate is the one given at every\n"
+        "world size (--lr-scaling linear multiplies it by the number of ranks).\n",
         SPMD_DATASET_DEFAULT_DIR, (double)SPMD_FASHION_MNIST_MEAN, (double)SPMD_FASHION_MNIST_STD);
 }
 
@@ -160,7 +161,7 @@ static int parse_choice(const char *opt, const char *s, const char *const *names
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
