@@ -19,3 +19,5 @@ endforeach()
 spmd_test(test_nn_conv SOURCES unit/test_nn_conv.c LIBS spmdnn LABELS unit nn TIMEOUT 120)
 # The graph's fusions (conv+ReLU, ReLU in place, pool+ReLU backward) against the layers one by one.
 spmd_test(test_nn_fusion SOURCES unit/test_nn_fusion.c LIBS spmdnn LABELS unit nn TIMEOUT 60)
+# The seeded normal generator (spmd_rng_normal, spmd_rng_normal_fill).
+spmd_test(test_nn_rng SOURCES unit/test_nn_rng.c LIBS spmdnn LABELS unit nn TIMEOUT 60)

@@ -54,6 +54,13 @@ void spmd_rng_seed(spmd_rng *r, uint64_t seed, uint64_t stream);
 uint64_t spmd_rng_next(spmd_rng *r);
 /* Uniform in [0, 1) with 24 random bits. */
 float spmd_rng_uniform(spmd_rng *r);
+/* Standard normal (mean 0, variance 1), as torch.randn's distribution (not
+ * its sequence): Box–Muller on two 53-bit uniforms, one value per call, so
+ * the generator's state stays the 4 words above. */
+float spmd_rng_normal(spmd_rng *r);
+/* out[0..n) = mean + std * N(0, 1), as tensor.normal_(mean, std); uses both
+ * values of each Box–Muller pair (std >= 0). */
+void spmd_rng_normal_fill(spmd_rng *r, float *out, size_t n, float mean, float std);
 
 /* ---- layer kernels (public so each can be tested and reused) --------------- */
 
