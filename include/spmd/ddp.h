@@ -6,8 +6,8 @@
  *   spmd_ddp_create(g, &o, &d);
  *   optionally spmd_ddp_alloc_grads(d, n, &grads): the model's gradients, shared
  *     and then spmd_ddp_alloc_step(d, k, fn, ctx, &params, &state): the sharded step
- *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n, SPMD_F32);
- *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n, SPMD_F32);
+ *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n);
+ *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n);
  *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
  *   loop:
  *     spmd_ddp_prepare(d);     // start of the step (re-broadcasts buffers if asked)
@@ -156,8 +156,13 @@ spmd_status spmd_ddp_finish(spmd_ddp *d);
 
 /* Uneven inputs (torch's Join): a rank that has no more batches calls
  * spmd_ddp_join(), which takes part in the other ranks' remaining steps with
- * zero gradients until every rank has joined.  Requires every step to begin
- * with spmd_ddp_prepare() (which then also counts the ranks still training). */
+ * zero gradients until every rank has joined.  Then, as torch's Join, the
+ * rank that joined last broadcasts its parameters and buffers, so every
+ * replica ends with the same model (optimizer state stays per rank).
+ * First call spmd_ddp_set_join_enabled(d, 1) on every rank (before the first
+ * prepare()), and begin every step with spmd_ddp_prepare() (which then also
+ * counts the ranks still training); without it join fails with
+ * SPMD_ERR_INVALID. */
 spmd_status spmd_ddp_join(spmd_ddp *d);
 /* Enable the bookkeeping that join needs (one tiny all_reduce per step);
  * must be the same on every rank and set before the first prepare(). */
