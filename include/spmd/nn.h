@@ -186,6 +186,25 @@ const char *spmd_model_arch(const spmd_model *m);
 void spmd_model_input_shape(const spmd_model *m, int *c, int *h, int *w);
 int spmd_model_num_outputs(const spmd_model *m);
 
+/* SPMD_OK when a sample of c x h x w (channels, rows, columns) is the
+ * model's input; else SPMD_ERR_MISMATCH with both shapes in err.  Check every
+ * data set before the first step: forward reads exactly the model's shape
+ * per sample, whatever the data holds. */
+spmd_status spmd_model_check_input(const spmd_model *m, int c, int h, int w, char *err,
+                                   size_t errlen);
+
+/* The state_dict round trip with PyTorch: a safetensors file of every
+ * parameter and buffer under torch's names, float32, in torch's shapes, so
+ * torch's model.load_state_dict(safetensors.torch.load_file(path)) accepts it
+ * for the same architecture, and a file torch wrote loads here.  BatchNorm's
+ * num_batches_tracked is not kept (ignored on load, not written: load with
+ * strict=False in torch for models with BatchNorm).  Save is atomic
+ * (spmd_ckpt_save).  Load checks every tensor (present, float32, shape)
+ * before reading any, naming the first that does not match; tensors of the
+ * file that the model lacks are ignored (a spmd-train checkpoint loads too). */
+spmd_status spmd_model_save(spmd_model *m, const char *path, char *err, size_t errlen);
+spmd_status spmd_model_load(spmd_model *m, const char *path, char *err, size_t errlen);
+
 /* Parameter table, in model order (the order of torch's model.parameters()). */
 int spmd_model_num_params(const spmd_model *m);
 const spmd_tensor_info *spmd_model_param(const spmd_model *m, int i);
