@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""spmd <-> PyTorch state_dict round trip for the seeds' CNN (seed 000) and
+MLP (seed 003) on Fashion-MNIST (issue 12, point 6):
+
+  spmd -> torch: spmd-train trains briefly and writes --save-model; torch's
+      model.load_state_dict(load_file(path)) (strict) takes it and evaluates
+      the test set: the same number of correct answers as spmd-train's own
+      evaluation.
+  torch -> spmd: torch trains the same architecture briefly and saves its
+      state_dict; spmd-train --load-model --epochs 0 evaluates it: the same
+      number of correct answers as torch.
+
+Debian has no python3-safetensors, so the file format (8-byte little-endian
+header length, JSON header, raw little-endian data) is read and written here
+with json + struct.  Exit 0: pass, 1: fail, 77: torch or the data set is
+missing.
+
+Usage: torch_roundtrip.py SPMD_TRAIN [DATA_DIR]"""
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    # the python3 first in PATH may lack Debian's python3-torch: try
+    # $SPMD_PYTHON, then the system's interpreter (as test_data_ckpt_python)
+    for cand in (os.environ.get("SPMD_PYTHON"), "/usr/bin/python3"):
+        if cand and os.path.exists(cand) and os.path.realpath(cand) != os.path.realpath(sys.executable) \
+                and not os.environ.get("SPMD_ROUNDTRIP_REEXEC"):
+            os.environ["SPMD_ROUNDTRIP_REEXEC"] = "1"
+            os.execv(cand, [cand, *sys.argv])
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+TRAIN = sys.argv[1]
+DATA = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530   # spmd's SPMD_FASHION_MNIST_MEAN / _STD
+torch.set_num_threads(1)
+
+
+def idx(name):
+    for p in (f"{DATA}/{name}", f"{DATA}/{name}.gz"):
+        if os.path.exists(p):
+            raw = (gzip.open if p.endswith(".gz") else open)(p, "rb").read()
+            ndim = raw[3]
+            dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+            return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    print(f"SKIP: {name} not in {DATA}")
+    sys.exit(77)
+
+
+def normalise(u8):   # torchvision's ToTensor + Normalize, float32 as spmd_dataset_batch
+    x = u8.astype(np.float32) / np.float32(255.0)
+    return torch.from_numpy((x - np.float32(MEAN)) / np.float32(STD)).unsqueeze(1)
+
+
+# ---- safetensors with json + struct -------------------------------------------
+def save_file(tensors, path):
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().to(torch.float32).numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def load_file(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for name, info in header.items():
+        assert info["dtype"] == "F32", f"{name}: {info['dtype']}"
+        b, e = info["data_offsets"]
+        a = np.frombuffer(raw, "<f4", count=(e - b) // 4, offset=8 + n + b)
+        out[name] = torch.from_numpy(a.copy()).reshape(info["shape"])
+    return out
+
+
+# ---- the seeds' models ---------------------------------------------------------
+class Net(nn.Module):          # seed 000
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 32, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(4608, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return self.fc2(x)
+
+
+class MLP(nn.Module):          # seed 003's 784 -> 50 -> 10
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 50)
+        self.fc2 = nn.Linear(50, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
+def correct(model, x, y):
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for i in range(0, len(y), 500):
+            hits += int((model(x[i:i + 500]).argmax(1) == y[i:i + 500]).sum())
+    return hits
+
+
+def spmd_correct(metrics):   # the last evaluation spmd-train recorded
+    rec = [json.loads(l) for l in open(metrics) if "test_correct" in l][-1]
+    return rec["test_correct"], rec["test_total"]
+
+
+def spmd_train(*args):
+    r = subprocess.run([TRAIN, "--data", DATA, "--quiet", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr)
+        sys.exit(1)
+
+
+xt, yt = normalise(idx("t10k-images-idx3-ubyte")), torch.from_numpy(idx("t10k-labels-idx1-ubyte").astype(np.int64))
+xs, ys = normalise(idx("train-images-idx3-ubyte")[:3200]), torch.from_numpy(idx("train-labels-idx1-ubyte")[:3200].astype(np.int64))
+failed = 0
+with tempfile.TemporaryDirectory() as tmp:
+    for arch, cls in (("cnn", Net), ("mlp", MLP)):
+        # spmd -> torch
+        path, metrics = f"{tmp}/{arch}_spmd.safetensors", f"{tmp}/{arch}_a.jsonl"
+        spmd_train("--model", arch, "--train-samples", "3200", "--batch-size", "32", "--epochs", "1",
+                   "--save-model", path, "--metrics", metrics)
+        want, total = spmd_correct(metrics)
+        model = cls()
+        model.load_state_dict(load_file(path))          # strict: names and shapes all match
+        got = correct(model, xt, yt)
+        print(f"{arch} spmd -> torch: spmd-train {want}/{total}, torch {got}/{len(yt)}")
+        if (got, len(yt)) != (want, total):
+            failed += 1
+        # torch -> spmd
+        torch.manual_seed(3)
+        model = cls()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
+        model.train()
+        for i in range(0, len(ys), 32):
+            opt.zero_grad()
+            F.cross_entropy(model(xs[i:i + 32]), ys[i:i + 32]).backward()
+            opt.step()
+        want = correct(model, xt, yt)
+        path, metrics = f"{tmp}/{arch}_torch.safetensors", f"{tmp}/{arch}_b.jsonl"
+        save_file(model.state_dict(), path)
+        spmd_train("--model", arch, "--epochs", "0", "--load-model", path, "--metrics", metrics)
+        got, total = spmd_correct(metrics)
+        print(f"{arch} torch -> spmd: torch {want}/{len(yt)}, spmd-train {got}/{total}")
+        if (got, total) != (want, len(yt)):
+            failed += 1
+print("FAIL" if failed else "PASS")
+sys.exit(1 if failed else 0)
