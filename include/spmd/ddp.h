@@ -1,21 +1,37 @@
 /* spmd/ddp.h — data-parallel gradient reduction for any C training loop, in
  * the manner of PyTorch's DistributedDataParallel.
  *
- * Use:
- *   spmd_ddp *d;  spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
- *   spmd_ddp_create(g, &o, &d);
- *   optionally spmd_ddp_alloc_grads(d, n, &grads): the model's gradients, shared
- *     and then spmd_ddp_alloc_step(d, k, fn, ctx, &params, &state): the sharded step
- *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n);
- *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n);
- *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
- *   loop:
- *     spmd_ddp_prepare(d);     // start of the step (re-broadcasts buffers if asked)
- *     forward; backward, calling spmd_ddp_grad_ready(d, i) as parameter i's gradient is final
- *     spmd_ddp_finish(d);      // waits for every bucket: gradients are now averaged in place
- *     optimizer step           // (unless spmd_ddp_stepped(d): the reducer did it)
- *   when a rank runs out of data early: spmd_ddp_join(d) (see below)
- *   spmd_ddp_free(d);
+ * Use (one model's np parameters p[i] of n[i] floats, gradients grad[i]):
+ *   ```c
+ *   static spmd_status train(spmd_group *g, int np, float **p, float **grad, const size_t *n,
+ *                            int steps) {
+ *       spmd_ddp *d;
+ *       spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+ *       spmd_status st = spmd_ddp_create(g, &o, &d);
+ *       if (st) return st;
+ *       // optionally spmd_ddp_alloc_grads(d, total, &grads): the gradients, shared
+ *       // between the ranks of a host, and then spmd_ddp_alloc_step(d, k, fn, ctx,
+ *       // &params, &state): the sharded optimizer step
+ *       for (int i = 0; i < np && !st; i++) {   // every parameter, in model order
+ *           char name[32];
+ *           snprintf(name, sizeof name, "layer%d.weight", i);
+ *           st = spmd_ddp_add_param(d, name, p[i], grad[i], n[i]);
+ *       }
+ *       // buffers (BatchNorm statistics): spmd_ddp_add_buffer(d, name, buf, count)
+ *       if (!st) st = spmd_ddp_finalize(d);   // checks the ranks agree, broadcasts rank 0's
+ *       for (int s = 0; s < steps && !st; s++) {
+ *           st = spmd_ddp_prepare(d);          // start of the step (buffers re-broadcast)
+ *           // forward, then backward calling spmd_ddp_grad_ready(d, i) as
+ *           // parameter i's gradient is final (last layer first):
+ *           for (int i = np - 1; i >= 0 && !st; i--) st = spmd_ddp_grad_ready(d, i);
+ *           if (!st) st = spmd_ddp_finish(d); // every bucket in: gradients averaged
+ *           // the optimizer step, unless spmd_ddp_stepped(d) (the reducer did it)
+ *       }
+ *       // a rank that runs out of data early: spmd_ddp_join(d) (see below)
+ *       spmd_ddp_free(d);
+ *       return st;
+ *   }
+ *   ```
  *
  * Buckets: gradients are grouped in reverse registration order (the order
  * backward produces them) into buckets of at most bucket_cap_bytes (the first
