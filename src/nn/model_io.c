@@ -35,9 +35,12 @@ static spmd_ckpt_tensor *state_dict(spmd_model *m, size_t *n) {
     return t;
 }
 
-spmd_status spmd_model_save(spmd_model *m, const char *path, char *err, size_t errlen) {
+/* save (1) or load (0) the state_dict; the load checks every tensor
+ * (present, float32, torch's shape) before reading any, so a file for another
+ * architecture changes nothing */
+static spmd_status state_dict_io(spmd_model *m, const char *path, int save, char *err, size_t errlen) {
     if (!m || !path) {
-        if (err && errlen) snprintf(err, errlen, "spmd_model_save: no model or no path");
+        if (err && errlen) snprintf(err, errlen, "spmd_model_%s: no model or no path", save ? "save" : "load");
         return SPMD_ERR_INVALID;
     }
     size_t n;
@@ -47,30 +50,20 @@ spmd_status spmd_model_save(spmd_model *m, const char *path, char *err, size_t e
         return SPMD_ERR_NOMEM;
     }
     spmd_ckpt_kv meta[] = {{"format", "pt"}, {"arch", m->arch}};
-    spmd_status st = spmd_ckpt_save(path, t, n, meta, 2, err, errlen);
-    free(t);
-    return st;
-}
-
-spmd_status spmd_model_load(spmd_model *m, const char *path, char *err, size_t errlen) {
-    if (!m || !path) {
-        if (err && errlen) snprintf(err, errlen, "spmd_model_load: no model or no path");
-        return SPMD_ERR_INVALID;
-    }
-    size_t n;
-    spmd_ckpt_tensor *t = state_dict(m, &n);
-    if (!t) {
-        if (err && errlen) snprintf(err, errlen, "out of memory");
-        return SPMD_ERR_NOMEM;
-    }
-    /* every tensor is checked (present, float32, torch's shape) before any is
-     * read, so a file for another architecture changes nothing */
     char e[400] = "";
-    spmd_status st = spmd_ckpt_load(path, t, n, e, sizeof e);
+    spmd_status st = save ? spmd_ckpt_save(path, t, n, meta, 2, e, sizeof e) : spmd_ckpt_load(path, t, n, e, sizeof e);
     if (st != SPMD_OK && err && errlen)
         snprintf(err, errlen, "%s (the %s model's state_dict: %zu tensors)", e, m->arch, n);
     free(t);
     return st;
+}
+
+spmd_status spmd_model_save(spmd_model *m, const char *path, char *err, size_t errlen) {
+    return state_dict_io(m, path, 1, err, errlen);
+}
+
+spmd_status spmd_model_load(spmd_model *m, const char *path, char *err, size_t errlen) {
+    return state_dict_io(m, path, 0, err, errlen);
 }
 
 spmd_status spmd_model_check_input(const spmd_model *m, int c, int h, int w, char *err, size_t errlen) {

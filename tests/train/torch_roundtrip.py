@@ -16,7 +16,6 @@ with json + struct.  Exit 0: pass, 1: fail, 77: torch or the data set is
 missing.
 
 Usage: torch_roundtrip.py SPMD_TRAIN [DATA_DIR]"""
-import gzip
 import json
 import os
 import struct
@@ -42,24 +41,7 @@ except ImportError as e:
 
 TRAIN = sys.argv[1]
 DATA = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
-MEAN, STD = 0.2860, 0.3530   # spmd's SPMD_FASHION_MNIST_MEAN / _STD
 torch.set_num_threads(1)
-
-
-def idx(name):
-    for p in (f"{DATA}/{name}", f"{DATA}/{name}.gz"):
-        if os.path.exists(p):
-            raw = (gzip.open if p.endswith(".gz") else open)(p, "rb").read()
-            ndim = raw[3]
-            dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
-            return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
-    print(f"SKIP: {name} not in {DATA}")
-    sys.exit(77)
-
-
-def normalise(u8):   # torchvision's ToTensor + Normalize, float32 as spmd_dataset_batch
-    x = u8.astype(np.float32) / np.float32(255.0)
-    return torch.from_numpy((x - np.float32(MEAN)) / np.float32(STD)).unsqueeze(1)
 
 
 # ---- safetensors with json + struct -------------------------------------------
@@ -90,33 +72,9 @@ def load_file(path):
     return out
 
 
-# ---- the seeds' models ---------------------------------------------------------
-class Net(nn.Module):          # seed 000
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 32, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(4608, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = torch.flatten(self.dropout1(x), 1)
-        x = self.dropout2(F.relu(self.fc1(x)))
-        return self.fc2(x)
-
-
-class MLP(nn.Module):          # seed 003's 784 -> 50 -> 10
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+# ---- the seeds' models: the benchmark peer's definitions (bench/train_torch.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from train_torch import MLP, Net, load_split  # noqa: E402
 
 
 def correct(model, x, y):
@@ -140,8 +98,13 @@ def spmd_train(*args):
         sys.exit(1)
 
 
-xt, yt = normalise(idx("t10k-images-idx3-ubyte")), torch.from_numpy(idx("t10k-labels-idx1-ubyte").astype(np.int64))
-xs, ys = normalise(idx("train-images-idx3-ubyte")[:3200]), torch.from_numpy(idx("train-labels-idx1-ubyte")[:3200].astype(np.int64))
+for split in ("train", "t10k"):
+    if not any(os.path.exists(f"{DATA}/{split}-images-idx3-ubyte{gz}") for gz in ("", ".gz")):
+        print(f"SKIP: Fashion-MNIST is not in {DATA}")
+        sys.exit(77)
+xt, yt = load_split(DATA, "t10k")
+xs, ys = load_split(DATA, "train")
+xs, ys = xs[:3200], ys[:3200]
 failed = 0
 with tempfile.TemporaryDirectory() as tmp:
     for arch, cls in (("cnn", Net), ("mlp", MLP)):
