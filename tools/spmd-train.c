@@ -692,17 +692,23 @@ static spmd_status load_checkpoint(trainer *t, int *loaded) {
         ckpt_list_free(&c);
         return st;
     }
+    /* (copied: the strings belong to the open checkpoint) */
     const char *w = spmd_ckpt_meta(ck, "world_size"), *mdl = spmd_ckpt_meta(ck, "model");
+    char world_text[32] = "";
     char *end = NULL;
-    if (w) saved_world = strtol(w, &end, 10);
+    if (w) {
+        snprintf(world_text, sizeof world_text, "%s", w);
+        saved_world = strtol(w, &end, 10);
+    }
+    int world_ok = w && *w && !*end && saved_world >= 1 && saved_world <= (1L << 24);
     if (mdl) snprintf(saved_model, sizeof saved_model, "%s", mdl);
     spmd_ckpt_close(ck);
     st = SPMD_OK;
-    if (!w || !*w || *end || saved_world < 1 || saved_world > (1L << 24)) {
+    if (!world_ok) {
         snprintf(t->err, sizeof t->err, "%s: metadata world_size is missing or not a rank count ('%s')", path,
-                 w ? w : "");
+                 world_text);
         st = SPMD_ERR_FORMAT;
-    } else if (mdl && strcmp(mdl, t->o.model) != 0) {
+    } else if (saved_model[0] && strcmp(saved_model, t->o.model) != 0) {
         snprintf(t->err, sizeof t->err, "%s holds a %s model; this run trains %s", path, saved_model, t->o.model);
         st = SPMD_ERR_MISMATCH;
     } else if (saved_world != t->world) {
