@@ -72,6 +72,7 @@ typedef struct {
     int lr_linear;       /* the learning rate scales with the world size */
     const char *save_model; /* --save-model: the trained state_dict (spmd_model_save) */
     const char *load_model; /* --load-model: start from this state_dict (spmd_model_load) */
+    long test_samples;   /* 0: the whole test set */
 } options;
 
 static void usage(FILE *f) {
@@ -104,6 +105,7 @@ static void usage(FILE *f) {
         "                       only evaluate it\n"
         "  --log-every N        steps per metrics record and progress update  (10)\n"
         "  --train-samples N    train on the first N examples only (quick runs, tests)\n"
+        "  --test-samples N     evaluate on the first N test examples only\n"
         "  --no-eval            skip the test-set evaluation\n"
         "  --no-dropout         dropout layers become the identity\n"
         "  --sync ddp|average   gradient synchronisation (world > 1): the DDP reducer, or seed\n"
@@ -193,7 +195,7 @@ static int check_output_file(const char *opt, const char *path) {
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 0, NULL, NULL};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 0, NULL, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -238,6 +240,9 @@ static int parse_args(int argc, char **argv, options *o) {
             } else if (strcmp(a, "--train-samples") == 0) {
                 if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
                 o->train_samples = n;
+            } else if (strcmp(a, "--test-samples") == 0) {
+                if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
+                o->test_samples = n;
             } else if (strcmp(a, "--seed") == 0) {
                 if (parse_long(a, v, 0, 0x7fffffffffffffffL, &n)) return -1;
                 o->seed = (uint64_t)n;
@@ -995,6 +1000,8 @@ static int setup(trainer *t) {
         return fail(t, "cannot load Fashion-MNIST (install dataset-fashion-mnist or pass --data)", st);
     if (t->o.train_samples && (size_t)t->o.train_samples < t->train.n)
         t->train.n = (size_t)t->o.train_samples;
+    if (t->o.test_samples && (size_t)t->o.test_samples < t->test.n)
+        t->test.n = (size_t)t->o.test_samples;
 
     spmd_model_opts mo = SPMD_MODEL_OPTS_DEFAULT;
     mo.arch = t->o.model;

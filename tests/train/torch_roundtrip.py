@@ -102,16 +102,19 @@ for split in ("train", "t10k"):
     if not any(os.path.exists(f"{DATA}/{split}-images-idx3-ubyte{gz}") for gz in ("", ".gz")):
         print(f"SKIP: Fashion-MNIST is not in {DATA}")
         sys.exit(77)
+# a brief training (1600 samples, 50 steps) and the first 2000 test images
+# keep the test short, also in the sanitizer builds
+TRAIN_N, TEST_N = 1600, 2000
 xt, yt = load_split(DATA, "t10k")
 xs, ys = load_split(DATA, "train")
-xs, ys = xs[:3200], ys[:3200]
+xt, yt, xs, ys = xt[:TEST_N], yt[:TEST_N], xs[:TRAIN_N], ys[:TRAIN_N]
 failed = 0
 with tempfile.TemporaryDirectory() as tmp:
     for arch, cls in (("cnn", Net), ("mlp", MLP)):
         # spmd -> torch
         path, metrics = f"{tmp}/{arch}_spmd.safetensors", f"{tmp}/{arch}_a.jsonl"
-        spmd_train("--model", arch, "--train-samples", "3200", "--batch-size", "32", "--epochs", "1",
-                   "--save-model", path, "--metrics", metrics)
+        spmd_train("--model", arch, "--train-samples", str(TRAIN_N), "--batch-size", "32", "--epochs", "1",
+                   "--test-samples", str(TEST_N), "--save-model", path, "--metrics", metrics)
         want, total = spmd_correct(metrics)
         model = cls()
         model.load_state_dict(load_file(path))          # strict: names and shapes all match
@@ -131,7 +134,8 @@ with tempfile.TemporaryDirectory() as tmp:
         want = correct(model, xt, yt)
         path, metrics = f"{tmp}/{arch}_torch.safetensors", f"{tmp}/{arch}_b.jsonl"
         save_file(model.state_dict(), path)
-        spmd_train("--model", arch, "--epochs", "0", "--load-model", path, "--metrics", metrics)
+        spmd_train("--model", arch, "--epochs", "0", "--test-samples", str(TEST_N), "--load-model", path,
+                   "--metrics", metrics)
         got, total = spmd_correct(metrics)
         print(f"{arch} torch -> spmd: torch {want}/{len(yt)}, spmd-train {got}/{total}")
         if (got, total) != (want, len(yt)):
