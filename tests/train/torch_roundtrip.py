@@ -102,9 +102,9 @@ for split in ("train", "t10k"):
     if not any(os.path.exists(f"{DATA}/{split}-images-idx3-ubyte{gz}") for gz in ("", ".gz")):
         print(f"SKIP: Fashion-MNIST is not in {DATA}")
         sys.exit(77)
-# a brief training (1600 samples, 50 steps) and the first 2000 test images
+# a brief training (960 samples, 30 steps) and the first 1000 test images
 # keep the test short, also in the sanitizer builds
-TRAIN_N, TEST_N = 1600, 2000
+TRAIN_N, TEST_N = 960, 1000
 xt, yt = load_split(DATA, "t10k")
 xs, ys = load_split(DATA, "train")
 xt, yt, xs, ys = xt[:TEST_N], yt[:TEST_N], xs[:TRAIN_N], ys[:TRAIN_N]
