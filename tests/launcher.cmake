@@ -3,7 +3,7 @@
 # tests/launcher/worker.c under it.  Scripts exit 77 to skip (SKIP_RETURN_CODE).
 set(SR_DIR ${PROJECT_SOURCE_DIR}/tools/spmdrun)
 
-spmd_test(test_launcher_args SOURCES launcher/test_args.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c
+spmd_test(test_launcher_args SOURCES launcher/test_args.c ${SR_DIR}/args.c ${SR_DIR}/endpoint.c ${SR_DIR}/env.c
           LABELS "unit;launcher" TIMEOUT 30)
 target_include_directories(test_launcher_args PRIVATE ${SR_DIR})
 spmd_test(test_launcher_output SOURCES launcher/test_output.c ${SR_DIR}/output.c ${SR_DIR}/env.c
@@ -45,3 +45,4 @@ spmd_launcher_script(launcher_elastic elastic.sh)
 # Needs root (network namespaces) and the group library; skips (77) without the former.
 spmd_launcher_script(launcher_netns netns.sh ARGS $<TARGET_FILE:launcher_allreduce>
                      LABELS "netns;group")
+spmd_launcher_script(launcher_local_rank local_rank.sh)

@@ -21,3 +21,5 @@ spmd_test(test_nn_conv SOURCES unit/test_nn_conv.c LIBS spmdnn LABELS unit nn TI
 spmd_test(test_nn_fusion SOURCES unit/test_nn_fusion.c LIBS spmdnn LABELS unit nn TIMEOUT 60)
 # Models as layer lists: built-ins, stage cuts (bit for bit), custom layers, errors.
 spmd_test(test_nn_layers SOURCES unit/test_nn_layers.c LIBS spmdnn LABELS unit nn TIMEOUT 120)
+# The seeded normal generator (spmd_rng_normal, spmd_rng_normal_fill).
+spmd_test(test_nn_rng SOURCES unit/test_nn_rng.c LIBS spmdnn LABELS unit nn TIMEOUT 60)

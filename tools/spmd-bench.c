@@ -45,11 +45,15 @@ typedef struct {
     spmd_op redop;
     const char *algo, *csv, *plot;
     int inplace_only, outplace_only;
+    int all_dtypes;      /* -d all: one table per datatype, as nccl-tests */
 } opts_t;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: spmd-bench [options]   (run under spmdrun/mpirun/srun, or with --np N)\n"
+            "nccl-tests' options are accepted where they mean something on CPUs: -o takes a\n"
+            "collective or, as nccl-tests' -o, a reduction (sum prod min max avg); -d all runs\n"
+            "every datatype; -g 1 and -t 1 (one rank per process, no GPU) are the only settings.\n"
             "  -b, --minbytes N     smallest size (default 8; K/M/G suffixes)\n"
             "  -e, --maxbytes N     largest size (default 64M)\n"
             "  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
@@ -58,15 +62,18 @@ static void usage(FILE *f) {
             "  -w, --warmup_iters N warm-up iterations per size (default 5)\n"
             "  -c, --check 0|1      check results (default 1)\n"
             "  -o, --op NAME        all_reduce broadcast reduce all_gather reduce_scatter\n"
-            "                       all_to_all gather scatter barrier | pingpong bw (default all_reduce)\n"
-            "  -d, --datatype T     float double half bfloat16 int8 uint8 int32 int64 (default float)\n"
+            "                       all_to_all gather scatter barrier | pingpong bw (default all_reduce),\n"
+            "                       or a reduction as -r\n"
+            "  -d, --datatype T     float double half bfloat16 int8 uint8 int32 int64, or all\n"
+            "                       (default float)\n"
             "  -r, --redop OP       sum avg prod min max band bor bxor (default sum)\n"
             "  -R, --root N         root of rooted collectives (default 0)\n"
             "  --algo NAME          force an algorithm (ring, rhd, rd, tree, naive, butterfly, ...)\n"
             "  --inplace-only | --outplace-only\n"
             "  --csv FILE           also write the table as CSV\n"
             "  --plot FILE.png      draw busbw against size (needs gnuplot)\n"
-            "  --np N               fork N local ranks (when not under a launcher)\n"
+            "  --np N               fork N local ranks (when not under a launcher; --np 1: one rank)\n"
+            "  -g, --ngpus 1        -t, --nthreads 1: nccl-tests' devices and threads per process\n"
             "  -h, --help\n");
 }
 
@@ -114,7 +121,19 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         else if (IS("-w", "--warmup_iters")) { o->warmup = atoi(v); if (o->warmup < 0) goto bad; }
         else if (IS("-c", "--check")) o->check = atoi(v);
         else if (IS("-R", "--root")) o->root = atoi(v);
-        else if (IS("-d", "--datatype")) { if (spmd_dtype_parse(v, &o->dt)) goto bad; }
+        else if (IS("-d", "--datatype")) {
+            o->all_dtypes = !strcmp(v, "all");
+            if (!o->all_dtypes && spmd_dtype_parse(v, &o->dt)) goto bad;
+        } else if (IS("-g", "--ngpus") || IS("-t", "--nthreads")) {
+            /* nccl-tests: devices per thread, threads per process; here every
+             * rank is one process on CPUs */
+            if (strcmp(v, "1") != 0) {
+                fprintf(stderr, "spmd-bench: %s %s: spmd-bench runs one rank per process on CPUs, so only "
+                                "%s 1 is meaningful; start more ranks with the launcher (spmdrun -n N, "
+                                "mpirun -n N) or --np N\n", a, v, a);
+                return -1;
+            }
+        }
         else if (IS("-r", "--redop")) { if (spmd_op_parse(v, &o->redop)) goto bad; }
         else if (IS("--algo", "--algorithm")) o->algo = v;
         else if (IS("--csv", "--csv")) o->csv = v;
@@ -124,20 +143,39 @@ static int parse_args(int argc, char **argv, opts_t *o) {
             size_t k;
             for (k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
                 if (!strcmp(OPS[k].name, v)) break;
-            if (k == sizeof OPS / sizeof OPS[0]) goto bad;
-            o->op = OPS[k].op;
-            o->opname = OPS[k].name;
+            if (k < sizeof OPS / sizeof OPS[0]) {
+                o->op = OPS[k].op;
+                o->opname = OPS[k].name;
+            } else if (spmd_op_parse(v, &o->redop) != SPMD_OK) {   /* nccl-tests' -o sum */
+                goto bad;
+            }
         } else {
-            fprintf(stderr, "spmd-bench: unknown option %s (try --help)\n", a);
+            fprintf(stderr, "spmd-bench: unknown option %s; the accepted ones:\n", a);
+            usage(stderr);
             return -1;
         }
         continue;
     bad:
-        fprintf(stderr, "spmd-bench: bad value '%s' for %s\n", v, a);
+        fprintf(stderr, "spmd-bench: bad value '%s' for %s; the accepted values:\n", v, a);
+        usage(stderr);
         return -1;
 #undef IS
     }
     if (o->max_bytes < o->min_bytes) o->max_bytes = o->min_bytes;
+    /* files written after the measurement: their folders must exist now */
+    const char *outs[2] = {o->csv, o->plot};
+    for (int k = 0; k < 2; k++) {
+        if (!outs[k]) continue;
+        const char *slash = strrchr(outs[k], '/');
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - outs[k]) : 1, slash ? outs[k] : ".");
+        if (slash == outs[k]) snprintf(dir, sizeof dir, "/");
+        if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "spmd-bench: %s %s: cannot write in the folder %s: %s\n", k ? "--plot" : "--csv",
+                    outs[k], dir, strerror(errno));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -567,26 +605,33 @@ out:
     return rc;
 }
 
-static void draw_plot(const opts_t *o) {
-    if (!o->plot) return;
+/* 0, or 1 (said why) when the plot was asked for and not written. */
+static int draw_plot(const opts_t *o) {
+    if (!o->plot) return 0;
     if (!o->csv) {
         fprintf(stderr, "spmd-bench: --plot needs --csv (the plot is drawn from the CSV)\n");
-        return;
+        return 1;
     }
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         fprintf(stderr, "spmd-bench: gnuplot is not installed (apt-get install gnuplot-nox); no plot drawn\n");
-        return;
+        return 1;
     }
+    (void)remove(o->plot);
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "gnuplot -e \"set terminal pngcairo size 900,600 noenhanced; set output '%s'; set datafile separator ',';"
              " set logscale x 2; set format x '%%.0b%%BB'; set xlabel 'size'; set ylabel 'busbw (GB/s)';"
              " set key top left; set grid; set title 'spmd-bench %s';"
              " plot '%s' every ::1 using 2:10 with linespoints title 'out-of-place',"
-             " '' every ::1 using 2:14 with linespoints title 'in-place'\"",
+             " '' every ::1 using 2:14 with linespoints title 'in-place'\" >/dev/null",
              o->plot, o->opname, o->csv);
-    if (system(cmd) != 0) fprintf(stderr, "spmd-bench: gnuplot failed\n");
-    else printf("# plot written to %s\n", o->plot);
+    /* (gnuplot writes the image to stdout when it cannot open the file) */
+    if (system(cmd) != 0 || access(o->plot, R_OK) != 0) {
+        fprintf(stderr, "spmd-bench: gnuplot failed writing %s\n", o->plot);
+        return 1;
+    }
+    printf("# plot written to %s\n", o->plot);
+    return 0;
 }
 
 typedef struct {
@@ -594,8 +639,22 @@ typedef struct {
 } run_arg;
 
 static int bench_main(spmd_group *g, const opts_t *o) {
-    int rc = o->op == O_PINGPONG || o->op == O_BW ? p2p_bench(g, o) : collective_bench(g, o);
-    if (spmd_group_rank(g) == 0 && !rc) draw_plot(o);
+    int rc;
+    if (o->op == O_PINGPONG || o->op == O_BW) {
+        rc = p2p_bench(g, o);
+    } else if (o->all_dtypes) {   /* -d all: every datatype in turn */
+        static const spmd_dtype all[] = {SPMD_I8, SPMD_U8, SPMD_I32, SPMD_I64, SPMD_F16, SPMD_F32, SPMD_F64, SPMD_BF16};
+        rc = 0;
+        for (size_t k = 0; k < sizeof all / sizeof all[0] && !rc; k++) {
+            opts_t one = *o;
+            one.dt = all[k];
+            one.all_dtypes = 0;
+            rc = collective_bench(g, &one);
+        }
+    } else {
+        rc = collective_bench(g, o);
+    }
+    if (spmd_group_rank(g) == 0 && !rc) rc = draw_plot(o);
     return rc;
 }
 
@@ -627,6 +686,19 @@ int main(int argc, char **argv) {
         for (const char *c = canon[o.op]; *c && n + 1 < sizeof var; c++) var[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
         var[n] = 0;
         setenv(var, o.algo, 1);
+    }
+    /* Started by hand, without a launcher: world 1 would measure nothing
+     * (busbw 0) while looking like a result. */
+    static const char *const launcher_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"};
+    int launched = 0;
+    for (size_t k = 0; k < sizeof launcher_vars / sizeof launcher_vars[0]; k++)
+        if (getenv(launcher_vars[k]) && *getenv(launcher_vars[k])) launched = 1;
+    if (!launched && o.np == 0) {
+        fprintf(stderr, "spmd-bench: no launcher found (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS and PMI_SIZE "
+                        "are unset), so there is only one rank to measure.  Start the ranks with a launcher:\n"
+                        "  spmdrun -n 2 spmd-bench ...   (or mpirun -n 2, srun -n 2)\n"
+                        "or let spmd-bench fork them: spmd-bench --np 2 ...  (--np 1 measures one rank on purpose)\n");
+        return 2;
     }
     if (o.np > 0 && !getenv("WORLD_SIZE")) {
         char report[512];

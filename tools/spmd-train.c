@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,9 @@ typedef struct {
     int sync_bn;
     int check_sync;
     int lr_linear;       /* the learning rate scales with the world size */
+    const char *save_model; /* --save-model: the trained state_dict (spmd_model_save) */
+    const char *load_model; /* --load-model: start from this state_dict (spmd_model_load) */
+    long test_samples;   /* 0: the whole test set */
 } options;
 
 static void usage(FILE *f) {
@@ -80,12 +84,13 @@ static void usage(FILE *f) {
         "\n"
         "  --model NAME         mlp | cnn | resnet18 | resnet34          (cnn)\n"
         "  --data DIR           MNIST-layout IDX files (.gz or raw)      (%s)\n"
-        "  --epochs N           passes over the training set             (1)\n"
+        "  --epochs N           passes over the training set; 0: evaluate only (1)\n"
         "  --steps N            stop after N optimizer steps in total    (no limit)\n"
         "  --batch-size B       examples per rank per step               (16)\n"
         "  --lr X               learning rate of one rank's batch        (0.01)\n"
-        "  --lr-scaling S       linear: the step uses lr x world size, as the global batch\n"
-        "                       is world x batch (Goyal et al.); none: lr as given (linear)\n"
+        "  --lr-scaling S       none: lr as given at every world size, as torch; linear: the\n"
+        "                       step uses lr x world size, as the global batch is world x\n"
+        "                       batch (Goyal et al.)                     (none)\n"
         "  --momentum X         SGD momentum                             (0.5)\n"
         "  --optimizer NAME     sgd | adam | adamw                       (sgd)\n"
         "  --weight-decay X     L2 (sgd, adam) or decoupled (adamw)      (0)\n"
@@ -95,8 +100,13 @@ static void usage(FILE *f) {
         "  --resume             continue from DIR/checkpoint.safetensors when it exists\n"
         "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
         "  --plot FILE.png      draw loss and accuracy curves with gnuplot at the end\n"
+        "  --save-model FILE    write the trained model's state_dict (safetensors, torch's\n"
+        "                       names and shapes: model.load_state_dict() reads it)\n"
+        "  --load-model FILE    start from a state_dict (e.g. saved by torch); with --epochs 0\n"
+        "                       only evaluate it\n"
         "  --log-every N        steps per metrics record and progress update  (10)\n"
         "  --train-samples N    train on the first N examples only (quick runs, tests)\n"
+        "  --test-samples N     evaluate on the first N test examples only\n"
         "  --no-eval            skip the test-set evaluation\n"
         "  --no-dropout         dropout layers become the identity\n"
         "  --sync ddp|average   gradient synchronisation (world > 1): the DDP reducer, or seed\n"
@@ -115,8 +125,8 @@ static void usage(FILE *f) {
         "  --help               this text\n"
         "\n"
         "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
-        "inputs normalised with mean %.4f std %.4f; with several ranks the learning rate\n"
-        "scales linearly (--lr-scaling none keeps the seed's 0.01 at every world size).\n",
+        "inputs normalised with mean %.4f std %.4f; the learning rate is the one given at every\n"
+        "world size (--lr-scaling linear multiplies it by the number of ranks).\n",
         SPMD_DATASET_DEFAULT_DIR, (double)SPMD_FASHION_MNIST_MEAN, (double)SPMD_FASHION_MNIST_STD);
 }
 
@@ -158,10 +168,35 @@ static int parse_choice(const char *opt, const char *s, const char *const *names
     return -1;
 }
 
+/* A file the run will write at its end: its folder must exist and be
+ * writable now (gnuplot would otherwise dump the PNG on the terminal). */
+static int check_output_file(const char *opt, const char *path) {
+    if (!path) return 0;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!*path || (slash && !slash[1])) {
+        fprintf(stderr, "spmd-train: %s needs a file name, got '%s'\n", opt, path);
+        return -1;
+    }
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "spmd-train: %s %s: the folder %s does not exist\n", opt, path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK) != 0) {
+        fprintf(stderr, "spmd-train: %s %s: cannot write in %s: %s\n", opt, path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 for --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     *o = (options){"cnn", NULL, 1, 0, 16, 0.01f, 0.5f, 0.0f, SPMD_OPTIM_SGD, 1234, 0,
-                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 1};
+                   NULL, 0, NULL, NULL, 0, 1, 10, 1, 0, 0, 0, 0, 0, 0.0f, SPMD_DDP_COMPRESS_NONE, 0, 0, 0, NULL, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -186,8 +221,10 @@ static int parse_args(int argc, char **argv, options *o) {
             else if (strcmp(a, "--checkpoint-dir") == 0) o->ckpt_dir = v;
             else if (strcmp(a, "--metrics") == 0) o->metrics = v;
             else if (strcmp(a, "--plot") == 0) o->plot = v;
+            else if (strcmp(a, "--save-model") == 0) o->save_model = v;
+            else if (strcmp(a, "--load-model") == 0) o->load_model = v;
             else if (strcmp(a, "--epochs") == 0) {
-                if (parse_long(a, v, 1, 1000000, &n)) return -1;
+                if (parse_long(a, v, 0, 1000000, &n)) return -1;
                 o->epochs = (int)n;
             } else if (strcmp(a, "--steps") == 0) {
                 if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
@@ -204,6 +241,9 @@ static int parse_args(int argc, char **argv, options *o) {
             } else if (strcmp(a, "--train-samples") == 0) {
                 if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
                 o->train_samples = n;
+            } else if (strcmp(a, "--test-samples") == 0) {
+                if (parse_long(a, v, 1, 1L << 40, &n)) return -1;
+                o->test_samples = n;
             } else if (strcmp(a, "--seed") == 0) {
                 if (parse_long(a, v, 0, 0x7fffffffffffffffL, &n)) return -1;
                 o->seed = (uint64_t)n;
@@ -260,6 +300,8 @@ static int parse_args(int argc, char **argv, options *o) {
         fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir (see --help)\n");
         return -1;
     }
+    /* files written at the end: refuse now, not after the training */
+    if (check_output_file("--plot", o->plot) || check_output_file("--save-model", o->save_model)) return -1;
     return 0;
 }
 
@@ -604,6 +646,29 @@ static spmd_status save_checkpoint(trainer *t) {
     return st;
 }
 
+/* trainer.state and trainer.rng of a checkpoint must describe a position
+ * this run can continue from (every rank sees the same file, so every rank
+ * decides the same). */
+static spmd_status check_state(trainer *t, const char *path, const int64_t *s, const int64_t *rng) {
+    size_t n = spmd_sampler_num_samples(t->train_sampler);
+    int64_t per_epoch = (int64_t)((n + (size_t)t->o.batch - 1) / (size_t)t->o.batch);
+    const char *bad = NULL;
+    if (s[0] < 0 || s[0] > 1000000) bad = "epoch out of range [0, 1000000]";
+    else if (s[1] < 0 || s[1] >= per_epoch) bad = "step in the epoch out of range";
+    else if (s[2] < s[1] || s[2] > ((int64_t)1 << 40)) bad = "global step out of range";
+    else if (s[3] < 0 || s[3] > s[2]) bad = "optimizer step count out of range [0, global step]";
+    else if (s[4] != t->world) bad = "world size differs from the metadata's";
+    for (int r = 0; r < t->world && !bad; r++)
+        if (!(rng[4 * r] | rng[4 * r + 1] | rng[4 * r + 2] | rng[4 * r + 3])) bad = "a rank's RNG state is all zero";
+    if (!bad) return SPMD_OK;
+    snprintf(t->err, sizeof t->err,
+             "%s: trainer.state is not a position this run can continue from: %s (epoch %lld, step in "
+             "epoch %lld of %lld, global step %lld, optimizer steps %lld, world %lld)",
+             path, bad, (long long)s[0], (long long)s[1], (long long)per_epoch, (long long)s[2],
+             (long long)s[3], (long long)s[4]);
+    return SPMD_ERR_FORMAT;
+}
+
 /* Load the checkpoint if present (rank 0's view decides for everyone).
  * *loaded tells whether one was found. */
 static spmd_status load_checkpoint(trainer *t, int *loaded) {
@@ -616,6 +681,8 @@ static spmd_status load_checkpoint(trainer *t, int *loaded) {
         return st;
     }
     *loaded = 0;
+    /* the temporaries of saves killed earlier (only dead writers' go) */
+    if (t->rank == 0) (void)spmd_ckpt_remove_stale(path, NULL, NULL, 0);
     if (!exists) return SPMD_OK;
     ckpt_list c;
     if (ckpt_list_build(t, &c)) {
@@ -623,23 +690,46 @@ static spmd_status load_checkpoint(trainer *t, int *loaded) {
         return SPMD_ERR_NOMEM;
     }
     /* the saved world size must match: check it before reading the rng rows */
+    /* what is wrong with the file, if anything, before what differs */
     spmd_ckpt *ck = NULL;
-    int saved_world = -1;
-    if (spmd_ckpt_open(path, &ck, t->err, sizeof t->err) == SPMD_OK) {
-        const char *w = spmd_ckpt_meta(ck, "world_size");
-        saved_world = w ? atoi(w) : -1;
-        spmd_ckpt_close(ck);
-    }
-    if (saved_world != t->world) {
-        if (saved_world > 0)
-            snprintf(t->err, sizeof t->err,
-                     "%s was written by %d rank(s); an exact continuation needs the same world "
-                     "size (this run has %d)", path, saved_world, t->world);
+    long saved_world = -1;
+    char saved_model[32] = "";
+    if ((st = spmd_ckpt_open(path, &ck, t->err, sizeof t->err)) != SPMD_OK) {
         ckpt_list_free(&c);
-        return SPMD_ERR_MISMATCH;
+        return st;
+    }
+    /* (copied: the strings belong to the open checkpoint) */
+    const char *w = spmd_ckpt_meta(ck, "world_size"), *mdl = spmd_ckpt_meta(ck, "model");
+    char world_text[32] = "";
+    char *end = NULL;
+    if (w) {
+        snprintf(world_text, sizeof world_text, "%s", w);
+        saved_world = strtol(w, &end, 10);
+    }
+    int world_ok = w && *w && !*end && saved_world >= 1 && saved_world <= (1L << 24);
+    if (mdl) snprintf(saved_model, sizeof saved_model, "%s", mdl);
+    spmd_ckpt_close(ck);
+    st = SPMD_OK;
+    if (!world_ok) {
+        snprintf(t->err, sizeof t->err, "%s: metadata world_size is missing or not a rank count ('%s')", path,
+                 world_text);
+        st = SPMD_ERR_FORMAT;
+    } else if (saved_model[0] && strcmp(saved_model, t->o.model) != 0) {
+        snprintf(t->err, sizeof t->err, "%s holds a %s model; this run trains %s", path, saved_model, t->o.model);
+        st = SPMD_ERR_MISMATCH;
+    } else if (saved_world != t->world) {
+        snprintf(t->err, sizeof t->err,
+                 "%s was written by %ld rank(s); an exact continuation needs the same world "
+                 "size (this run has %d)", path, saved_world, t->world);
+        st = SPMD_ERR_MISMATCH;
+    }
+    if (st != SPMD_OK) {
+        ckpt_list_free(&c);
+        return st;
     }
     if (t->g) st = spmd_ckpt_load_dist(t->g, path, c.t, c.n, t->err, sizeof t->err);
     else st = spmd_ckpt_load(path, c.t, c.n, t->err, sizeof t->err);
+    if (st == SPMD_OK) st = check_state(t, path, c.state, c.rng);
     if (st == SPMD_OK) {
         t->epoch = (int)c.state[0];
         t->step_in_epoch = (long)c.state[1];
@@ -665,20 +755,51 @@ static void record_loss(trainer *t, long step, float loss) {
     t->losses[t->nlosses++] = (loss_point){step, loss};
 }
 
-static void progress(trainer *t, long steps_per_epoch, float loss, double sps, int final) {
+/* "1:02:03" or "2:03"; "--:--" when not known yet. */
+static void format_eta(double sec, char *out, size_t len) {
+    if (!(sec >= 0) || sec > 359999) {
+        snprintf(out, len, "--:--");
+        return;
+    }
+    long s = (long)(sec + 0.5);
+    if (s >= 3600) snprintf(out, len, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(out, len, "%ld:%02ld", s / 60, s % 60);
+}
+
+/* One progress line.  On a terminal it is rewritten in place and kept
+ * narrower than the terminal (80 columns when unknown), the bar shrinking
+ * or going first, so it never wraps and scrolls; otherwise one line per
+ * report.  eta_s: seconds the remaining steps should take (< 0: unknown). */
+static void progress(trainer *t, long steps_per_epoch, float loss, double sps, double eta_s, int final) {
     if (t->rank != 0 || t->o.quiet) return;
+    char eta[24], text[160];
+    format_eta(eta_s, eta, sizeof eta);
     if (t->tty) {
-        const int width = 24;
-        int filled = steps_per_epoch ? (int)(width * t->step_in_epoch / steps_per_epoch) : width;
-        char bar[32];
-        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-        bar[width] = 0;
-        printf("\repoch %d/%d [%s] %ld/%ld loss %.4f %.0f samples/s   ", t->epoch + 1, t->o.epochs,
-               bar, t->step_in_epoch, steps_per_epoch, (double)loss, sps);
-        if (final) printf("\n");
+        int cols = 80;
+        struct winsize ws;
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) cols = ws.ws_col;
+        int room = cols - 1;
+        int n = snprintf(text, sizeof text, " %ld/%ld loss %.4f %.0f/s ETA %s", t->step_in_epoch,
+                         steps_per_epoch, (double)loss, sps, eta);
+        char head[32];
+        int hn = snprintf(head, sizeof head, "epoch %d/%d", t->epoch + 1, t->o.epochs);
+        int width = room - hn - n - 3;   /* " [" and "]" around the bar */
+        if (width > 20) width = 20;
+        char bar[24] = "";
+        if (width >= 5) {
+            int filled = steps_per_epoch ? (int)(width * t->step_in_epoch / steps_per_epoch) : width;
+            for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+            bar[width] = 0;
+        }
+        char line[256];
+        if (bar[0]) snprintf(line, sizeof line, "%s [%s]%s", head, bar, text);
+        else snprintf(line, sizeof line, "%s%s", head, text);
+        if ((int)strlen(line) > room && room > 0) line[room] = 0;
+        /* \033[K clears what a longer previous line left */
+        printf("\r%s\033[K%s", line, final ? "\n" : "");
     } else {
-        printf("epoch %d step %ld/%ld (total %ld) loss %.4f %.0f samples/s\n", t->epoch + 1,
-               t->step_in_epoch, steps_per_epoch, t->global_step, (double)loss, sps);
+        printf("epoch %d step %ld/%ld (total %ld) loss %.4f %.0f samples/s ETA %s\n", t->epoch + 1,
+               t->step_in_epoch, steps_per_epoch, t->global_step, (double)loss, sps, eta);
     }
     fflush(stdout);
 }
@@ -699,19 +820,23 @@ static int find_in_path(const char *prog) {
     return 0;
 }
 
-static void plot(trainer *t) {
-    if (t->rank != 0 || !t->o.plot) return;
+/* 0, or -1 (said why) when the plot could not be written. */
+static int plot(trainer *t) {
+    if (t->rank != 0 || !t->o.plot) return 0;
     if (!find_in_path("gnuplot")) {
         fprintf(stderr, "spmd-train: --plot needs gnuplot, which is not installed (Debian: apt-get "
                         "install gnuplot-nox)%s%s\n",
                 t->o.metrics ? "; the curves are in " : "", t->o.metrics ? t->o.metrics : "");
-        return;
+        return -1;
     }
-    FILE *gp = popen("gnuplot", "w");
+    /* gnuplot writes the image to its stdout when it cannot open the file:
+     * never onto the terminal */
+    FILE *gp = popen("gnuplot >/dev/null", "w");
     if (!gp) {
         fprintf(stderr, "spmd-train: cannot start gnuplot: %s\n", strerror(errno));
-        return;
+        return -1;
     }
+    (void)remove(t->o.plot);   /* so a missing file below means gnuplot failed */
     fprintf(gp, "$loss << EOD\n");
     for (size_t i = 0; i < t->nlosses; i++)
         fprintf(gp, "%ld %.6g\n", t->losses[i].step, (double)t->losses[i].loss);
@@ -729,8 +854,13 @@ static void plot(trainer *t) {
     else fprintf(gp, "set label 1 'no epoch evaluated' at graph 0.5,0.5 center\nplot NaN notitle\n");
     fprintf(gp, "unset multiplot\n");
     int rc = pclose(gp);
-    if (rc != 0) fprintf(stderr, "spmd-train: gnuplot failed (status %d) writing %s\n", rc, t->o.plot);
-    else say(t, "plot written to %s\n", t->o.plot);
+    struct stat sb;
+    if (rc != 0 || stat(t->o.plot, &sb) != 0 || sb.st_size == 0) {
+        fprintf(stderr, "spmd-train: gnuplot failed (status %d) writing %s\n", rc, t->o.plot);
+        return -1;
+    }
+    say(t, "plot written to %s\n", t->o.plot);
+    return 0;
 }
 
 /* ---- evaluation ------------------------------------------------------------ */
@@ -871,6 +1001,8 @@ static int setup(trainer *t) {
         return fail(t, "cannot load Fashion-MNIST (install dataset-fashion-mnist or pass --data)", st);
     if (t->o.train_samples && (size_t)t->o.train_samples < t->train.n)
         t->train.n = (size_t)t->o.train_samples;
+    if (t->o.test_samples && (size_t)t->o.test_samples < t->test.n)
+        t->test.n = (size_t)t->o.test_samples;
 
     spmd_model_opts mo = SPMD_MODEL_OPTS_DEFAULT;
     mo.arch = t->o.model;
@@ -880,6 +1012,19 @@ static int setup(trainer *t) {
     if ((st = spmd_model_create(&mo, &t->model, t->err, sizeof t->err)) != SPMD_OK)
         return fail(t, "cannot build the model", st);
     spmd_model_seed_dropout(t->model, t->o.seed, (uint64_t)t->rank);
+    /* the data must be the model's input before anything reads it */
+    const spmd_dataset *sets[2] = {&t->train, t->o.eval ? &t->test : NULL};
+    for (int k = 0; k < 2; k++) {
+        char e[300];
+        if (!sets[k] || spmd_model_check_input(t->model, 1, sets[k]->rows, sets[k]->cols, e, sizeof e) == SPMD_OK)
+            continue;
+        snprintf(t->err, sizeof t->err, "the %s images in %s: %s", k ? "test" : "training",
+                 t->o.data ? t->o.data : SPMD_DATASET_DEFAULT_DIR, e);
+        return fail(t, "the data set does not fit the model", SPMD_ERR_MISMATCH);
+    }
+    if (t->o.load_model &&
+        (st = spmd_model_load(t->model, t->o.load_model, t->err, sizeof t->err)) != SPMD_OK)
+        return fail(t, "--load-model", st);
     t->params = spmd_model_params(t->model, &t->nparams);
     t->grads = spmd_model_grads(t->model, NULL);
     t->buffers = spmd_model_buffers(t->model, &t->nbuffers);
@@ -981,6 +1126,10 @@ static int run(trainer *t) {
         say(t, "gradient sync: average_gradients (one all_reduce of the whole buffer after backward)%s\n",
             spmd_model_is_syncbn(t->model) ? ", SyncBatchNorm" : "");
     if (t->o.steps && t->global_step >= t->o.steps) stopped = 1;
+    if (t->o.epochs == 0 && t->o.eval) {   /* --epochs 0: evaluate the model as it is */
+        if ((st = evaluate(t, &last_acc)) != SPMD_OK) return fail(t, "evaluation", st);
+        say(t, "test accuracy %.4f\n", last_acc);
+    }
     for (; t->epoch < t->o.epochs && !stopped; t->epoch++) {
         if ((st = spmd_sampler_set_epoch(t->train_sampler, (uint64_t)t->epoch)) != SPMD_OK)
             return fail(t, "sampler", st);
@@ -994,6 +1143,7 @@ static int run(trainer *t) {
         size_t bn;
         for (long s = 0; s < t->step_in_epoch && spmd_batch_iter_next(&it, &bi, &bn); s++) {}
         double mark = now_s(), interval_start = mark;
+        const long first_step = t->step_in_epoch;
         double loss_sum = 0.0;
         long interval_steps = 0, interval_samples = 0;
         while (spmd_batch_iter_next(&it, &bi, &bn)) {
@@ -1015,8 +1165,14 @@ static int run(trainer *t) {
                     fprintf(t->metrics,
                             "{\"step\": %ld, \"epoch\": %d, \"loss\": %.6f, \"samples_per_s\": %.1f}\n",
                             t->global_step, t->epoch, (double)mean, sps);
-                if (t->tty || last || stopped || t->global_step % (10L * t->o.log_every) == 0)
-                    progress(t, per_epoch, mean, sps, last || stopped);
+                if (t->tty || last || stopped || t->global_step % (10L * t->o.log_every) == 0) {
+                    /* the rest of the run at this epoch's pace so far */
+                    long left = per_epoch - t->step_in_epoch + (long)(t->o.epochs - t->epoch - 1) * per_epoch;
+                    if (t->o.steps && t->o.steps - t->global_step < left) left = t->o.steps - t->global_step;
+                    long done = t->step_in_epoch - first_step;
+                    double eta = done > 0 ? (tn - mark) / (double)done * (double)left : -1.0;
+                    progress(t, per_epoch, mean, sps, eta, last || stopped);
+                }
                 loss_sum = 0.0;
                 interval_steps = 0;
                 interval_samples = 0;
@@ -1064,8 +1220,12 @@ static int run(trainer *t) {
         fflush(stdout);
     }
     if (t->o.check_sync && (st = check_sync(t)) != SPMD_OK) return fail(t, "check-sync", st);
-    plot(t);
-    return 0;
+    if (t->o.save_model && t->rank == 0) {
+        if ((st = spmd_model_save(t->model, t->o.save_model, t->err, sizeof t->err)) != SPMD_OK)
+            return fail(t, "--save-model", st);
+        say(t, "model state_dict written to %s\n", t->o.save_model);
+    }
+    return plot(t) == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

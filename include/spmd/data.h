@@ -227,14 +227,22 @@ typedef struct {
 } spmd_ckpt_kv;
 
 /* Write a checkpoint atomically: the file is written to a temporary
- * ".<basename>.tmp-XXXXXX" in the same directory, fsync()ed, renamed over
+ * ".<basename>.tmp-<host>-<pid>-XXXXXX" in the same directory, fsync()ed, renamed over
  * `path`, then the directory is fsync()ed.  A crash at any point leaves
  * either the old file or the new one at `path`, never a torn one (a stray
- * temporary may remain; it never has the checkpoint's name).  Tensor data is
+ * temporary may remain, never under the checkpoint's name: the next save
+ * removes it, see spmd_ckpt_remove_stale).  Tensor data is
  * laid out by decreasing element size so every tensor is naturally aligned.
  * meta may be NULL when nmeta is 0.  Nothing is retained after the call. */
 spmd_status spmd_ckpt_save(const char *path, const spmd_ckpt_tensor *tensors, size_t ntensors,
                            const spmd_ckpt_kv *meta, size_t nmeta, char *err, size_t errlen);
+
+/* Remove the temporaries that writers of `path` killed mid-save left in its
+ * folder (".<basename>.tmp-<host>-<pid>-XXXXXX" of a pid that no longer
+ * exists on this host); a save in progress, here or on another host, is left
+ * alone.  spmd_ckpt_save does this first; call it when resuming too.
+ * *removed (may be NULL) counts the files removed. */
+spmd_status spmd_ckpt_remove_stale(const char *path, int *removed, char *err, size_t errlen);
 
 /* An open, validated checkpoint (opaque). */
 typedef struct spmd_ckpt spmd_ckpt;

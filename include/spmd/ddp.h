@@ -1,21 +1,37 @@
 /* spmd/ddp.h — data-parallel gradient reduction for any C training loop, in
  * the manner of PyTorch's DistributedDataParallel.
  *
- * Use:
- *   spmd_ddp *d;  spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
- *   spmd_ddp_create(g, &o, &d);
- *   optionally spmd_ddp_alloc_grads(d, n, &grads): the model's gradients, shared
- *     and then spmd_ddp_alloc_step(d, k, fn, ctx, &params, &state): the sharded step
- *   for each parameter, in model order:  spmd_ddp_add_param(d, name, p, grad, n, SPMD_F32);
- *   for each buffer (BatchNorm stats):   spmd_ddp_add_buffer(d, name, buf, n, SPMD_F32);
- *   spmd_ddp_finalize(d);      // checks every rank has the same parameters, broadcasts rank 0's
- *   loop:
- *     spmd_ddp_prepare(d);     // start of the step (re-broadcasts buffers if asked)
- *     forward; backward, calling spmd_ddp_grad_ready(d, i) as parameter i's gradient is final
- *     spmd_ddp_finish(d);      // waits for every bucket: gradients are now averaged in place
- *     optimizer step           // (unless spmd_ddp_stepped(d): the reducer did it)
- *   when a rank runs out of data early: spmd_ddp_join(d) (see below)
- *   spmd_ddp_free(d);
+ * Use (one model's np parameters p[i] of n[i] floats, gradients grad[i]):
+ *   ```c
+ *   static spmd_status train(spmd_group *g, int np, float **p, float **grad, const size_t *n,
+ *                            int steps) {
+ *       spmd_ddp *d;
+ *       spmd_ddp_opts o = SPMD_DDP_OPTS_DEFAULT;
+ *       spmd_status st = spmd_ddp_create(g, &o, &d);
+ *       if (st) return st;
+ *       // optionally spmd_ddp_alloc_grads(d, total, &grads): the gradients, shared
+ *       // between the ranks of a host, and then spmd_ddp_alloc_step(d, k, fn, ctx,
+ *       // &params, &state): the sharded optimizer step
+ *       for (int i = 0; i < np && !st; i++) {   // every parameter, in model order
+ *           char name[32];
+ *           snprintf(name, sizeof name, "layer%d.weight", i);
+ *           st = spmd_ddp_add_param(d, name, p[i], grad[i], n[i]);
+ *       }
+ *       // buffers (BatchNorm statistics): spmd_ddp_add_buffer(d, name, buf, count)
+ *       if (!st) st = spmd_ddp_finalize(d);   // checks the ranks agree, broadcasts rank 0's
+ *       for (int s = 0; s < steps && !st; s++) {
+ *           st = spmd_ddp_prepare(d);          // start of the step (buffers re-broadcast)
+ *           // forward, then backward calling spmd_ddp_grad_ready(d, i) as
+ *           // parameter i's gradient is final (last layer first):
+ *           for (int i = np - 1; i >= 0 && !st; i--) st = spmd_ddp_grad_ready(d, i);
+ *           if (!st) st = spmd_ddp_finish(d); // every bucket in: gradients averaged
+ *           // the optimizer step, unless spmd_ddp_stepped(d) (the reducer did it)
+ *       }
+ *       // a rank that runs out of data early: spmd_ddp_join(d) (see below)
+ *       spmd_ddp_free(d);
+ *       return st;
+ *   }
+ *   ```
  *
  * Buckets: gradients are grouped in reverse registration order (the order
  * backward produces them) into buckets of at most bucket_cap_bytes (the first
@@ -156,8 +172,13 @@ spmd_status spmd_ddp_finish(spmd_ddp *d);
 
 /* Uneven inputs (torch's Join): a rank that has no more batches calls
  * spmd_ddp_join(), which takes part in the other ranks' remaining steps with
- * zero gradients until every rank has joined.  Requires every step to begin
- * with spmd_ddp_prepare() (which then also counts the ranks still training). */
+ * zero gradients until every rank has joined.  Then, as torch's Join, the
+ * rank that joined last broadcasts its parameters and buffers, so every
+ * replica ends with the same model (optimizer state stays per rank).
+ * First call spmd_ddp_set_join_enabled(d, 1) on every rank (before the first
+ * prepare()), and begin every step with spmd_ddp_prepare() (which then also
+ * counts the ranks still training); without it join fails with
+ * SPMD_ERR_INVALID. */
 spmd_status spmd_ddp_join(spmd_ddp *d);
 /* Enable the bookkeeping that join needs (one tiny all_reduce per step);
  * must be the same on every rank and set before the first prepare(). */

@@ -54,6 +54,13 @@ void spmd_rng_seed(spmd_rng *r, uint64_t seed, uint64_t stream);
 uint64_t spmd_rng_next(spmd_rng *r);
 /* Uniform in [0, 1) with 24 random bits. */
 float spmd_rng_uniform(spmd_rng *r);
+/* Standard normal (mean 0, variance 1), as torch.randn's distribution (not
+ * its sequence): Box–Muller on two 53-bit uniforms, one value per call, so
+ * the generator's state stays the 4 words above. */
+float spmd_rng_normal(spmd_rng *r);
+/* out[0..n) = mean + std * N(0, 1), as tensor.normal_(mean, std); uses both
+ * values of each Box–Muller pair (std >= 0). */
+void spmd_rng_normal_fill(spmd_rng *r, float *out, size_t n, float mean, float std);
 
 /* ---- layer kernels (public so each can be tested and reused) --------------- */
 
@@ -179,6 +186,25 @@ const char *spmd_model_arch(const spmd_model *m);
 /* Per-sample input shape (C, H, W) and the number of outputs (classes). */
 void spmd_model_input_shape(const spmd_model *m, int *c, int *h, int *w);
 int spmd_model_num_outputs(const spmd_model *m);
+
+/* SPMD_OK when a sample of c x h x w (channels, rows, columns) is the
+ * model's input; else SPMD_ERR_MISMATCH with both shapes in err.  Check every
+ * data set before the first step: forward reads exactly the model's shape
+ * per sample, whatever the data holds. */
+spmd_status spmd_model_check_input(const spmd_model *m, int c, int h, int w, char *err,
+                                   size_t errlen);
+
+/* The state_dict round trip with PyTorch: a safetensors file of every
+ * parameter and buffer under torch's names, float32, in torch's shapes, so
+ * torch's model.load_state_dict(safetensors.torch.load_file(path)) accepts it
+ * for the same architecture, and a file torch wrote loads here.  BatchNorm's
+ * num_batches_tracked is not kept (ignored on load, not written: load with
+ * strict=False in torch for models with BatchNorm).  Save is atomic
+ * (spmd_ckpt_save).  Load checks every tensor (present, float32, shape)
+ * before reading any, naming the first that does not match; tensors of the
+ * file that the model lacks are ignored (a spmd-train checkpoint loads too). */
+spmd_status spmd_model_save(spmd_model *m, const char *path, char *err, size_t errlen);
+spmd_status spmd_model_load(spmd_model *m, const char *path, char *err, size_t errlen);
 
 /* Parameter table, in model order (the order of torch's model.parameters()). */
 int spmd_model_num_params(const spmd_model *m);

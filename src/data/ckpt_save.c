@@ -274,7 +274,10 @@ spmd_status spmd_ckpt_save(const char *path, const spmd_ckpt_tensor *tensors, si
         goto out;
     }
 
-    /* dir and basename of path; the temporary is "<dir>/.<base>.tmp-XXXXXX". */
+    /* dir and basename of path; the temporary is
+     * "<dir>/.<base>.tmp-<host>-<pid>-XXXXXX" (ckpt_stale.c), and the ones of
+     * writers that died on this host go first. */
+    (void)spmd_ckpt_remove_stale(path, NULL, NULL, 0);
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     if (!*base) {
@@ -283,7 +286,7 @@ spmd_status spmd_ckpt_save(const char *path, const spmd_ckpt_tensor *tensors, si
     }
     size_t dlen = slash ? (size_t)(slash - path) : 1;
     dir = malloc(dlen + 2);
-    tmp = malloc(strlen(path) + 16);
+    tmp = malloc(strlen(path) + 400);
     if (!dir || !tmp) {
         st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: out of memory", path);
         goto out;
@@ -295,8 +298,7 @@ spmd_status spmd_ckpt_save(const char *path, const spmd_ckpt_tensor *tensors, si
     } else {
         strcpy(dir, ".");
     }
-    sprintf(tmp, "%.*s.%s.tmp-XXXXXX", (int)(base - path), path, base);
-    fd = mkostemp(tmp, O_CLOEXEC);
+    fd = spmd__ckpt_tmp_template(path, tmp, strlen(path) + 400) == 0 ? mkostemp(tmp, O_CLOEXEC) : -1;
     if (fd < 0) {
         st = spmd__fail_errno(err, errlen, SPMD_ERR_IO, errno, "%s: cannot create a temporary file",
                               path);

@@ -77,4 +77,8 @@ const spmd__st_dtype *spmd__st_dtype_by_name(const char *name);
 /* The entry of an spmd_dtype; NULL if out of range. */
 const spmd__st_dtype *spmd__st_dtype_of(spmd_dtype dt);
 
+/* The mkstemp template of spmd_ckpt_save's temporary for path
+ * ("<dir>/.<base>.tmp-<host>-<pid>-XXXXXX", ckpt_stale.c); -1 if too long. */
+int spmd__ckpt_tmp_template(const char *path, char *out, size_t outlen);
+
 #endif

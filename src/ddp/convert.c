@@ -6,6 +6,7 @@
 #include "coll/reduce.h"
 #include "ddp_internal.h"
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -27,9 +28,15 @@ __attribute__((target("avx,f16c"))) static void from_f16_f16c(float *dst, const 
     for (; i < n; i++) dst[i] = spmd__f16_to_f32(src[i]);
 }
 
+/* F16C is CPUID.1:ECX bit 29: clang 14's __builtin_cpu_supports has no
+ * "f16c"; its "avx" also checks that the OS saves the AVX registers. */
 static int have_f16c(void) {
     static int cached = -1;
-    if (cached < 0) cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (cached < 0) {
+        unsigned a, b, c, d;
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    }
     return cached;
 }
 #endif

@@ -198,17 +198,17 @@ static spmd_status verify(spmd_ddp *d, int nitems, const size_t *counts, const c
     return st;
 }
 
-/* Broadcast a list of float tensors from rank 0, coalescing runs that are
+/* Broadcast a list of float tensors from `root`, coalescing runs that are
  * contiguous in memory. */
-static spmd_status bcast_tensors(spmd_ddp *d, float **ptrs, const size_t *counts, int n) {
+static spmd_status bcast_tensors(spmd_ddp *d, float **ptrs, const size_t *counts, int n, int root) {
     int i = 0;
     while (i < n) {
         float *start = ptrs[i];
         size_t total = counts[i];
         int j = i + 1;
         while (j < n && ptrs[j] == start + total) total += counts[j++];
-        spmd_status st = spmd_broadcast(d->g, start, total, SPMD_F32, 0);
-        if (st) return spmd__ddp_fail(d, st, "broadcast from rank 0: %s", spmd_group_errmsg(d->g));
+        spmd_status st = spmd_broadcast(d->g, start, total, SPMD_F32, root);
+        if (st) return spmd__ddp_fail(d, st, "broadcast from rank %d: %s", root, spmd_group_errmsg(d->g));
         i = j;
     }
     return SPMD_OK;
@@ -228,12 +228,12 @@ spmd_status spmd_ddp_finalize(spmd_ddp *d) {
     if (!st) {
         for (int i = 0; i < d->np; i++) { counts[i] = d->p[i].count; names[i] = d->p[i].name; ptrs[i] = d->p[i].param; }
         st = verify(d, d->np, counts, names, "parameter");
-        if (!st) st = bcast_tensors(d, ptrs, counts, d->np);
+        if (!st) st = bcast_tensors(d, ptrs, counts, d->np, 0);
     }
     if (!st) {
         for (int i = 0; i < d->nb; i++) { counts[i] = d->b[i].count; names[i] = d->b[i].name; ptrs[i] = d->b[i].buf; }
         st = verify(d, d->nb, counts, names, "buffer");
-        if (!st) st = bcast_tensors(d, ptrs, counts, d->nb);
+        if (!st) st = bcast_tensors(d, ptrs, counts, d->nb, 0);
     }
     if (!st) {
         d->bufcount = 0;
@@ -390,14 +390,41 @@ spmd_status spmd_ddp_finish(spmd_ddp *d) {
     return st;
 }
 
+/* The end of join, as torch's Join._sync_final_model: the rank that joined
+ * last (the highest of several that joined at the same step) trained every
+ * step, so its parameters and buffers are copied to every rank and the
+ * replicas end identical.  (The optimizer state stays each rank's, as in
+ * torch.) */
+static spmd_status sync_final_model(spmd_ddp *d, int last_joiner) {
+    int32_t mine = last_joiner ? spmd_group_rank(d->g) : -1, root = -1;
+    spmd_status st = spmd_all_reduce(d->g, &mine, &root, 1, SPMD_I32, SPMD_MAX);
+    if (st) return spmd__ddp_fail(d, st, "join: final model sync: %s", spmd_group_errmsg(d->g));
+    if (root < 0) return spmd__ddp_fail(d, SPMD_ERR_PROTOCOL, "join: no rank joined last");
+    int n = d->np > d->nb ? d->np : d->nb;
+    float **ptrs = malloc(sizeof(float *) * (size_t)(n ? n : 1));
+    size_t *counts = malloc(sizeof(size_t) * (size_t)(n ? n : 1));
+    if (!ptrs || !counts) st = spmd__ddp_fail(d, SPMD_ERR_NOMEM, "out of memory");
+    if (!st) {
+        for (int i = 0; i < d->np; i++) { ptrs[i] = d->p[i].param; counts[i] = d->p[i].count; }
+        st = bcast_tensors(d, ptrs, counts, d->np, root);
+    }
+    if (!st) {
+        for (int i = 0; i < d->nb; i++) { ptrs[i] = d->b[i].buf; counts[i] = d->b[i].count; }
+        st = bcast_tensors(d, ptrs, counts, d->nb, root);
+    }
+    free(ptrs);
+    free(counts);
+    return st;
+}
+
 spmd_status spmd_ddp_join(spmd_ddp *d) {
     if (!d || !d->finalized) return d ? spmd__ddp_fail(d, SPMD_ERR_INVALID, "join before finalize") : SPMD_ERR_INVALID;
     if (!d->join_enabled) return spmd__ddp_fail(d, SPMD_ERR_INVALID, "join needs spmd_ddp_set_join_enabled(d, 1) on every rank");
-    for (;;) {
+    for (int last_joiner = 1;; last_joiner = 0) {
         int active = 0;
         spmd_status st = count_active(d, 0, &active);
         if (st) return st;
-        if (active == 0) return SPMD_OK;
+        if (active == 0) return sync_final_model(d, last_joiner);
         /* Shadow one step of the ranks still training: same collectives, in
          * the same order, with zero gradients. */
         if ((st = bcast_buffers(d))) return st;

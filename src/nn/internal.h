@@ -163,6 +163,12 @@ static inline uint64_t spmd__xoshiro_next(uint64_t *s) {
 #if defined(__SANITIZE_THREAD__) && !defined(SPMD_NO_CLONES)
 #define SPMD_NO_CLONES 1
 #endif
+/* clang before 16 names the dispatcher "<fn>.ifunc" and leaves calls from
+ * other files to <fn> unresolved: there the functions are built once, for
+ * the baseline. */
+#if defined(__clang__) && __clang_major__ < 16 && !defined(SPMD_NO_CLONES)
+#define SPMD_NO_CLONES 1
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(SPMD_NO_CLONES)
 #define SPMD__VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

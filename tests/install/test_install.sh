@@ -8,15 +8,25 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
 for f in include/spmd/spmd.h include/spmd/group.h lib/libspmd.so lib/libspmd.a lib/pkgconfig/spmd.pc \
-         lib/cmake/spmd/spmdConfig.cmake bin/spmdrun bin/spmd-bench; do
+         lib/cmake/spmd/spmdConfig.cmake lib/pkgconfig/spmdnn.pc lib/libspmdnn.a bin/spmdrun bin/spmd-bench; do
     [ -e "$TMP/prefix/$f" ] || { echo "FAIL: $f not installed"; ls -R "$TMP/prefix"; exit 1; }
 done
-# pkg-config, shared library
-PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" cc "$HERE/hello.c" \
-    $(PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig" pkg-config --cflags --libs spmd) -o "$TMP/hello_pc"
-LD_LIBRARY_PATH="$TMP/prefix/lib" "$TMP/hello_pc"
-# find_package
+# Everything below runs without LD_LIBRARY_PATH: installed programs and
+# programs built against the install find libspmd.so by their RPATH.
+unset LD_LIBRARY_PATH
+PC="$TMP/prefix/lib/pkgconfig"
+# pkg-config, shared library; and the training stack (static, with its dependencies)
+cc "$HERE/hello.c" $(PKG_CONFIG_PATH="$PC" pkg-config --cflags --libs spmd) -o "$TMP/hello_pc"
+"$TMP/hello_pc"
+cc "$HERE/hello_nn.c" $(PKG_CONFIG_PATH="$PC" pkg-config --cflags --libs spmdnn) -o "$TMP/hello_nn_pc"
+(cd "$TMP" && ./hello_nn_pc)
+# find_package: spmd::spmd and spmd::spmdnn
 cmake -S "$HERE" -B "$TMP/b" -DCMAKE_PREFIX_PATH="$TMP/prefix" >/dev/null
 cmake --build "$TMP/b" >/dev/null
-LD_LIBRARY_PATH="$TMP/prefix/lib" "$TMP/b/hello_cmake"
-echo "PASS: installed spmd builds with pkg-config and find_package"
+"$TMP/b/hello_cmake"
+(cd "$TMP" && "$TMP/b/hello_nn_cmake")
+# the installed tools start
+"$TMP/prefix/bin/spmdrun" --version >/dev/null
+"$TMP/prefix/bin/spmd-train" --help >/dev/null
+"$TMP/prefix/bin/spmdrun" -n 2 --master-port 0 "$TMP/prefix/bin/spmd-bench" -b 8 -e 8 -n 1 -w 0 >/dev/null
+echo "PASS: installed spmd builds with pkg-config and find_package; installed programs start without LD_LIBRARY_PATH"

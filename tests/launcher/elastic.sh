@@ -17,7 +17,7 @@ exec 8<>"$TMP/n0.fifo" 9<>"$TMP/n1.fifo"
 
 SPMD_RDZV_LAST_CALL=200ms SPMD_RDZV_KEEPALIVE_INTERVAL=200ms SPMD_RDZV_KEEPALIVE_TIMEOUT=3s \
     start_host n0 sh -c 'exec "$@" >"$0"' "$TMP/n0.fifo" "$SPMDRUN" --nnodes 1:2 --rdzv-backend c10d \
-    --node-rank 0 --nproc-per-node 2 --master-port 0 --max-restarts 2 --rdzv-id el \
+    --node-rank 0 --nproc-per-node 2 --master-port 0 --max-restarts 2 --rdzv-id el --tee 1 \
     "$WORKER" hang-until 2
 open_fifo 6 "$TMP/n0.fifo"
 read_until 6 "$TMP/n0.log" 2 "pids"
@@ -26,7 +26,7 @@ expect_count "$TMP/n0.log" '^\[rank[01]\]:hold restart=0 world=2 rank=[01] group
 # Node 1: a long last call of its own (it leads round 1, which closes when node 0 arrives).
 SPMD_RDZV_LAST_CALL=20 SPMD_RDZV_KEEPALIVE_INTERVAL=200ms \
     "$SPMDRUN" --nnodes 1:2 --rdzv-backend c10d --nproc-per-node 2 --master-port "$HOST_PORT" \
-    --max-restarts 2 --rdzv-id el "$WORKER" hang-until 2 >"$TMP/n1.fifo" 2>"$TMP/n1.err" &
+    --max-restarts 2 --rdzv-id el --tee 1 "$WORKER" hang-until 2 >"$TMP/n1.fifo" 2>"$TMP/n1.err" &
 N1=$!
 open_fifo 7 "$TMP/n1.fifo"
 read_until 7 "$TMP/n1.log" 2 "pids"

@@ -6,7 +6,7 @@ SPMDRUN=$1 WORKER=$2
 
 # 4 workers, a chosen run id and role, restarts allowed, the store on a free port.
 unset OMP_NUM_THREADS
-"$SPMDRUN" --nproc-per-node 4 --master-port 0 --rdzv-id envjob --role trainer --max_restarts 2 \
+"$SPMDRUN" --nproc-per-node 4 --master-port 0 --rdzv-id envjob --role trainer --max_restarts 2 --tee 1 \
     "$WORKER" env >"$TMP/o" 2>"$TMP/e" || fail "spmdrun exited $?"
 port=$(sed -n 's/^\[rank0\]:MASTER_PORT=//p' "$TMP/o")
 [ -n "$port" ] && [ "$port" -gt 0 ] || fail "no MASTER_PORT for rank 0"
@@ -23,7 +23,7 @@ expect_count "$TMP/o" '^\[rank[0-3]\]:' 76
 expect_text "$TMP/e" "setting OMP_NUM_THREADS=1"
 
 # A user's OMP_NUM_THREADS is kept (and no notice); defaults: role, run id; PET_ variables.
-OMP_NUM_THREADS=7 PET_NPROC_PER_NODE=2 "$SPMDRUN" --standalone -- "$WORKER" env \
+OMP_NUM_THREADS=7 PET_NPROC_PER_NODE=2 "$SPMDRUN" --standalone --tee 1 -- "$WORKER" env \
     >"$TMP/o2" 2>"$TMP/e2" || fail "spmdrun (2) exited $?"
 for r in 0 1; do
     expect_line "$TMP/o2" "[rank$r]:OMP_NUM_THREADS=7"

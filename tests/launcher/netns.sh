@@ -45,8 +45,8 @@ N0=$!
 ip netns exec "$NS1" "$SPMDRUN" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.231.0.1 \
     --rdzv-id nn "$PROG" >"$TMP/n1.out" 2>"$TMP/n1.err" || fail "node 1 exited $?"
 wait $N0 || fail "node 0 exited $?"
-for r in 0 1; do expect_line "$TMP/n0.out" "[rank$r]:allreduce ok rank $r of 4 sum 10"; done
-for r in 2 3; do expect_line "$TMP/n1.out" "[rank$r]:allreduce ok rank $r of 4 sum 10"; done
+for r in 0 1; do expect_line "$TMP/n0.out" "allreduce ok rank $r of 4 sum 10"; done
+for r in 2 3; do expect_line "$TMP/n1.out" "allreduce ok rank $r of 4 sum 10"; done
 
 [ "$FAILED" -eq 0 ] || show "$TMP/n0.out" "$TMP/n0.err" "$TMP/n1.out" "$TMP/n1.err"
 finish

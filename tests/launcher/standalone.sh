@@ -17,8 +17,8 @@ timeout 30 head -n 1 "$TMP/up" >/dev/null || fail "job A never came up"
 echo go >"$TMP/release" &
 wait $A || fail "job A exited $?"
 for j in a b; do
-    expect_line "$TMP/$j" "[rank0]:store ok rank 0 of 2"
-    expect_line "$TMP/$j" "[rank1]:store ok rank 1 of 2"
+    expect_line "$TMP/$j" "store ok rank 0 of 2"
+    expect_line "$TMP/$j" "store ok rank 1 of 2"
 done
 [ "$FAILED" -eq 0 ] || show "$TMP/a" "$TMP/b"
 finish

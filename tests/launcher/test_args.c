@@ -196,5 +196,49 @@ int main(void) {
                            "--redirects", "--tee", "--local-ranks-filter", "--role", "--version"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         CHECK_MSG(strstr(h, flags[i]) != NULL, "help lacks %s", flags[i]);
+    /* -n N: the short spelling docs/TRAINING.md uses (mpirun's -n). */
+    CHECK(PARSE(&c, "-n", "2", "prog") == 0 && c.nproc == 2);
+    CHECK(PARSE(&c, "-n3", "prog") == 0 && c.nproc == 3);
+    REJECT("-n/--nproc-per-node", "-n", "zero", "prog");
+
+    /* --pass-local-rank: launch.py's argument, after the program name. */
+    CHECK(PARSE(&c, "prog", "a") == 0 && c.local_rank_arg == NULL);
+    CHECK(PARSE(&c, "--pass-local-rank", "--nproc_per_node=2", "prog", "a") == 0 &&
+          c.local_rank_arg && !strcmp(c.local_rank_arg, "--local-rank"));
+    {
+        char **argv = sr_argv_build(&c, 1);
+        CHECK(argv && !strcmp(argv[0], "prog") && !strcmp(argv[1], "--local-rank=1") &&
+              !strcmp(argv[2], "a") && argv[3] == NULL);
+        sr_env_free(argv);
+    }
+    CHECK(PARSE(&c, "--pass-local-rank=local_rank", "prog") == 0 && !strcmp(c.local_rank_arg, "--local_rank"));
+    {
+        char **argv = sr_argv_build(&c, 0);
+        CHECK(argv && !strcmp(argv[1], "--local_rank=0") && argv[2] == NULL);
+        sr_env_free(argv);
+    }
+    /* a Python interpreter: after the script (or -m MODULE), as launch.py */
+    CHECK(PARSE(&c, "--pass-local-rank", "/usr/bin/python3", "-u", "train.py", "--lr", "1") == 0);
+    {
+        char **argv = sr_argv_build(&c, 3);
+        CHECK(argv && !strcmp(argv[2], "train.py") && !strcmp(argv[3], "--local-rank=3") &&
+              !strcmp(argv[4], "--lr") && argv[6] == NULL);
+        sr_env_free(argv);
+    }
+    CHECK(PARSE(&c, "--pass-local-rank", "python3", "-m", "pkg.train") == 0);
+    {
+        char **argv = sr_argv_build(&c, 0);
+        CHECK(argv && !strcmp(argv[2], "pkg.train") && !strcmp(argv[3], "--local-rank=0") && argv[4] == NULL);
+        sr_env_free(argv);
+    }
+    CHECK(PARSE(&c, "--pass-local-rank", "--use_env", "prog") == 0 && c.local_rank_arg == NULL);
+    REJECT("--pass-local-rank", "--pass-local-rank=rank", "prog");
+    /* without =, the next word is the program, not a value */
+    CHECK(PARSE(&c, "--pass-local-rank", "local_rank") == 0 && c.prog_argc == 1 &&
+          !strcmp(c.local_rank_arg, "--local-rank"));
+    setenv("PET_PASS_LOCAL_RANK", "local_rank", 1);
+    CHECK(PARSE(&c, "prog") == 0 && c.local_rank_arg && !strcmp(c.local_rank_arg, "--local_rank"));
+    unsetenv("PET_PASS_LOCAL_RANK");
+
     TEST_MAIN_END();
 }

@@ -20,6 +20,8 @@
  *                            that every rank of this job and no other is there
  *                            (HOLD_OUT/HOLD_IN: rank 0 reports "up" and waits on fifos)
  *   gone TIMEOUT_MS PID...   helper: wait (pidfd) until every PID has exited
+ *   args [ARGS...]           print "rank=R local=L first=F args=A|B|...": what the program was
+ *                            given (F: the --local-rank=N argument before the mode, if any)
  *   run CMD [ARGS...]        helper: exec CMD with SIGINT and SIGQUIT at their defaults
  *                            (a shell starts background jobs with them ignored)
  *
@@ -213,6 +215,13 @@ static int mode_gone(int timeout_ms, int n, char **pids) {
 }
 
 int main(int argc, char **argv) {
+    /* spmdrun --pass-local-rank puts launch.py's argument before the mode */
+    const char *local_rank_arg = "";
+    if (argc > 1 && !strncmp(argv[1], "--local", 7)) {
+        local_rank_arg = argv[1];
+        argv++;
+        argc--;
+    }
     if (argc < 2) {
         fprintf(stderr, "usage: worker MODE ...\n");
         return 2;
@@ -220,6 +229,13 @@ int main(int argc, char **argv) {
     const char *m = argv[1];
     int rank = env_int("RANK", -1);
     if (!strcmp(m, "env")) return mode_env();
+    if (!strcmp(m, "args")) {   /* one line: the ranks and every argument after the mode */
+        printf("rank=%d local=%s first=%s args=", rank, getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "?",
+               local_rank_arg);
+        for (int i = 2; i < argc; i++) printf("%s%s", i > 2 ? "|" : "", argv[i]);
+        printf("\n");
+        return 0;
+    }
     if ((!strcmp(m, "exit") && argc == 4) || (!strcmp(m, "kill9") && argc == 3)) {
         if (start_grandchild() || store_barrier()) return 1;
         if (rank == atoi(argv[argc - 1])) {

@@ -8,7 +8,10 @@
  * Usage: test_coll_gather [world ...]  (default 1 2 3 4). */
 #include "coll_common.h"
 
-static spmd_status wait_free(spmd_work *w, spmd_status st) {
+static spmd_status wait_free(spmd_work **wp, spmd_status st) {
+    /* by address: the call that sets *wp is the other argument, and C leaves
+     * the order in which arguments are evaluated unspecified */
+    spmd_work *w = *wp;
     if (st != SPMD_OK) return st;
     st = spmd_work_wait(w, -1);
     spmd_work_free(w);
@@ -36,7 +39,7 @@ static int all_gather(spmd_group *g, int rank, int w, const char *algo, spmd_dty
             memset(bufs[r], 0x77, blk + 1);
             list[r] = bufs[r];
         }
-        st = wait_free(wk, spmd_all_gather_list_async(g, mine, list, n, dt, &o, &wk));
+        st = wait_free(&wk, spmd_all_gather_list_async(g, mine, list, n, dt, &o, &wk));
         for (int r = 0; r < w; r++) list[r] = NULL; /* the call copied the array */
         RREQUIRE(st == SPMD_OK);
         for (int r = 0; r < w; r++) {
@@ -77,7 +80,7 @@ static int reduce_scatter(spmd_group *g, int rank, int w, const char *algo, spmd
     void *dst = inplace ? (void *)in : (void *)out;
     spmd_coll_opts o = {algo[0] ? algo : NULL};
     spmd_work *wk = NULL;
-    spmd_status st = wait_free(wk, spmd_reduce_scatter_async(g, in, dst, n, dt, op, &o, &wk));
+    spmd_status st = wait_free(&wk, spmd_reduce_scatter_async(g, in, dst, n, dt, op, &o, &wk));
     RREQUIRE(st == SPMD_OK);
     long d = first_diff(dst, ref, blk);
     if (d >= 0)
@@ -104,7 +107,7 @@ static int all_to_all(spmd_group *g, int rank, int w, const char *algo, size_t n
     void *dst = inplace ? (void *)in : (void *)out;
     spmd_coll_opts o = {algo[0] ? algo : NULL};
     spmd_work *wk = NULL;
-    spmd_status st = wait_free(wk, spmd_all_to_all_async(g, in, dst, n, dt, &o, &wk));
+    spmd_status st = wait_free(&wk, spmd_all_to_all_async(g, in, dst, n, dt, &o, &wk));
     RREQUIRE(st == SPMD_OK);
     long d = first_diff(dst, want, all);
     if (d >= 0) fprintf(stderr, "rank %d: all_to_all '%s' count %zu %s: byte %ld\n", rank, algo, n,
@@ -164,7 +167,7 @@ static int barrier(spmd_group *g, int rank, int w, int round) {
     spmd_status st;
     if (round & 1) {
         spmd_work *wk = NULL;
-        st = wait_free(wk, spmd_barrier_async(g, NULL, &wk));
+        st = wait_free(&wk, spmd_barrier_async(g, NULL, &wk));
     } else {
         st = spmd_barrier(g);
     }

@@ -10,7 +10,10 @@
 
 static const spmd_dtype MOVE_DT[] = {SPMD_U8, SPMD_BF16, SPMD_F64};
 
-static spmd_status wait_free(spmd_work *w, spmd_status st) {
+static spmd_status wait_free(spmd_work **wp, spmd_status st) {
+    /* by address: the call that sets *wp is the other argument, and C leaves
+     * the order in which arguments are evaluated unspecified */
+    spmd_work *w = *wp;
     if (st != SPMD_OK) return st;
     st = spmd_work_wait(w, -1);
     spmd_work_free(w);
@@ -27,7 +30,7 @@ static int bcast(spmd_group *g, int rank, const char *algo, spmd_dtype dt, size_
     buf[bytes] = 0x5A;
     spmd_coll_opts o = {algo[0] ? algo : NULL};
     spmd_work *wk = NULL;
-    spmd_status st = wait_free(wk, spmd_broadcast_async(g, buf, n, dt, root, &o, &wk));
+    spmd_status st = wait_free(&wk, spmd_broadcast_async(g, buf, n, dt, root, &o, &wk));
     RREQUIRE(st == SPMD_OK);
     long d = first_diff(buf, want, bytes);
     if (d >= 0) fprintf(stderr, "rank %d: broadcast '%s' count %zu root %d: byte %ld\n", rank, algo, n, root, d);
@@ -53,7 +56,7 @@ static int reduce(spmd_group *g, int rank, int w, const char *algo, spmd_dtype d
     spmd_status st;
     if (n & 2) {
         spmd_work *wk = NULL;
-        st = wait_free(wk, spmd_reduce_async(g, in, dst, n, dt, op, root, &o, &wk));
+        st = wait_free(&wk, spmd_reduce_async(g, in, dst, n, dt, op, root, &o, &wk));
     } else {
         if (algo[0]) setenv("SPMD_ALGO_REDUCE", algo, 1);
         st = spmd_reduce(g, in, dst, n, dt, op, root);
@@ -99,7 +102,7 @@ static int gather(spmd_group *g, int rank, int w, const char *algo, spmd_dtype d
     }
     spmd_coll_opts o = {algo[0] ? algo : NULL};
     spmd_work *wk = NULL;
-    spmd_status st = wait_free(wk, spmd_gather_async(g, src, rank == root ? (void *)out : NULL, n, dt, root, &o, &wk));
+    spmd_status st = wait_free(&wk, spmd_gather_async(g, src, rank == root ? (void *)out : NULL, n, dt, root, &o, &wk));
     RREQUIRE(st == SPMD_OK);
     if (rank == root) {
         long d = first_diff(out, want, all);

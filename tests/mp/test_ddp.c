@@ -273,6 +273,7 @@ static int join(spmd_group *g, int rank, int world) {
     RREQ(spmd_ddp_create(g, &o, &d) == SPMD_OK);
     spmd_ddp_set_join_enabled(d, 1);
     RREQ(add_params(d, &m) == SPMD_OK);
+    RREQ(spmd_ddp_add_buffer(d, "bn.running_mean", m.bufv, 4) == SPMD_OK);
     RREQ(spmd_ddp_finalize(d) == SPMD_OK);
     RREQ(sharing_as_expected(d, world));
     int steps = 3 + rank;
@@ -285,8 +286,28 @@ static int join(spmd_group *g, int rank, int world) {
         if (m.grad[2][0] != want / (float)world)
             fprintf(stderr, "rank %d step %d: got %g want %g\n", rank, s, m.grad[2][0], want / (float)world);
         RREQ(m.grad[2][0] == want / (float)world);
+        /* an SGD step, and buffers (BatchNorm statistics) of this rank's own */
+        for (int i = 0; i < NP; i++)
+            for (size_t k = 0; k < COUNTS[i]; k++) m.param[i][k] -= 0.5f * m.grad[i][k];
+        for (int k = 0; k < 4; k++) m.bufv[k] = (float)(100 * rank + s);
     }
     RREQ(spmd_ddp_join(d) == SPMD_OK);
+    /* torch's _sync_final_model: every replica now holds the model of the
+     * rank that joined last (world - 1, which trained every step) */
+    for (int i = 0; i < NP; i++) {
+        float *all = malloc(sizeof(float) * COUNTS[i] * (size_t)world);
+        RREQ(all && spmd_all_gather(g, m.param[i], all, COUNTS[i], SPMD_F32) == SPMD_OK);
+        for (int r = 0; r < world; r++)
+            if (memcmp(all + (size_t)r * COUNTS[i], all + (size_t)(world - 1) * COUNTS[i],
+                       COUNTS[i] * sizeof(float)) != 0) {
+                fprintf(stderr, "rank %d: after join rank %d's parameter %d differs from the last joiner's\n",
+                        rank, r, i);
+                free(all);
+                return 1;
+            }
+        free(all);
+    }
+    for (int k = 0; k < 4; k++) RREQ(m.bufv[k] == (float)(100 * (world - 1) + 3 + world - 2));
     /* The group is still in step: a plain collective works afterwards. */
     int32_t one = 1, sum = 0;
     RREQ(spmd_all_reduce(g, &one, &sum, 1, SPMD_I32, SPMD_SUM) == SPMD_OK && sum == world);

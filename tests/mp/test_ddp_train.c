@@ -145,17 +145,22 @@ static void test_paths(void) {
     CHECK_MSG(cnn_run("smallbuckets", "--bucket-cap-mb", "0.1") == 0, "--bucket-cap-mb 0.1 run failed");
     CHECK_MSG(cnn_run("private", "--no-shared-grads", NULL) == 0, "--no-shared-grads run failed");
     CHECK_MSG(cnn_run("unsharded", "--no-shard-step", NULL) == 0, "--no-shard-step run failed");
-    /* the default linear scaling at world 2 is lr 0.01 x 2 */
-    CHECK_MSG(cnn_run4("unscaled", "--lr-scaling", "none", "--lr", "0.02") == 0, "--lr-scaling none run failed");
-    CHECK_MSG(cnn_run("halved", "--lr-scaling", "none") == 0, "--lr-scaling none run failed");
+    /* the learning rate is the one given (torch's behaviour); --lr-scaling
+     * linear at world 2 is the same run as --lr 0.02 */
+    CHECK_MSG(cnn_run("linear", "--lr-scaling", "linear") == 0, "--lr-scaling linear run failed");
+    CHECK_MSG(cnn_run("doubled", "--lr", "0.02") == 0, "--lr 0.02 run failed");
     char a[512], b[512];
+    ckpt_file(a, sizeof a, "linear");
+    ckpt_file(b, sizeof b, "doubled");
+    double dl = max_diff(b, a);
+    printf("--lr 0.02 vs --lr-scaling linear: max relative difference %g\n", dl);
+    CHECK_MSG(dl == 0.0, "--lr 0.02 at world 2 should equal --lr-scaling linear (lr 0.01 x 2), differs by %g", dl);
     ckpt_file(a, sizeof a, "ddp");
-    ckpt_file(b, sizeof b, "halved");
     double dh = max_diff(b, a);
-    printf("lr 0.01 unscaled vs ddp: max relative difference %g\n", dh);
-    CHECK_MSG(dh > 1e-4, "--lr-scaling none should change the run, got %g", dh);
-    const char *others[] = {"average", "nooverlap", "smallbuckets", "private", "unsharded", "unscaled"};
-    for (int i = 0; i < 6; i++) {
+    printf("default (lr as given) vs --lr 0.02: max relative difference %g\n", dh);
+    CHECK_MSG(dh > 1e-4, "the default should use lr 0.01 as given, not scaled, got %g", dh);
+    const char *others[] = {"average", "nooverlap", "smallbuckets", "private", "unsharded"};
+    for (int i = 0; i < 5; i++) {
         ckpt_file(b, sizeof b, others[i]);
         double d = max_diff(b, a);
         printf("%-12s vs ddp: max relative difference %g\n", others[i], d);

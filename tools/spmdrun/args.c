@@ -21,20 +21,20 @@ typedef enum {
     O_NNODES, O_NPROC, O_NODE_RANK, O_MASTER_ADDR, O_MASTER_PORT, O_RDZV_ENDPOINT, O_RDZV_ID,
     O_RDZV_BACKEND, O_RDZV_CONF, O_STANDALONE, O_MAX_RESTARTS, O_MONITOR, O_START_METHOD,
     O_ROLE, O_MODULE, O_NO_PYTHON, O_RUN_PATH, O_LOG_DIR, O_REDIRECTS, O_TEE, O_FILTER,
-    O_USE_ENV, O_HELP, O_VERSION, O_COUNT
+    O_USE_ENV, O_PASS_LOCAL_RANK, O_HELP, O_VERSION, O_COUNT
 } opt_id;
 
 typedef struct {
     const char *name;  /* canonical, with dashes */
     const char *alias; /* another accepted name or NULL */
     char shortopt;     /* 0 if none */
-    int takes_value;
+    int takes_value;   /* 0 no, 1 yes, 2 optional (only as --name=VALUE) */
     opt_id id;
 } opt_def;
 
 static const opt_def OPTS[] = {
     {"nnodes", "nnode", 0, 1, O_NNODES},
-    {"nproc-per-node", NULL, 0, 1, O_NPROC},
+    {"nproc-per-node", NULL, 'n', 1, O_NPROC},
     {"node-rank", NULL, 0, 1, O_NODE_RANK},
     {"master-addr", NULL, 0, 1, O_MASTER_ADDR},
     {"master-port", NULL, 0, 1, O_MASTER_PORT},
@@ -55,6 +55,7 @@ static const opt_def OPTS[] = {
     {"tee", NULL, 't', 1, O_TEE},
     {"local-ranks-filter", NULL, 0, 1, O_FILTER},
     {"use-env", NULL, 0, 0, O_USE_ENV},
+    {"pass-local-rank", NULL, 0, 2, O_PASS_LOCAL_RANK},
     {"help", NULL, 'h', 0, O_HELP},
     {"version", NULL, 0, 0, O_VERSION},
 };
@@ -237,7 +238,7 @@ const char *sr_help_text(void) {
            "and may also be set through PET_<NAME> variables, as with torchrun.\n"
            "\n"
            "  --nnodes N|MIN:MAX        number of nodes, or an elastic range (default 1)\n"
-           "  --nproc-per-node N|auto   workers on this node; auto = number of CPUs (default 1)\n"
+           "  -n, --nproc-per-node N|auto  workers on this node; auto = number of CPUs (default 1)\n"
            "  --node-rank R             this node's rank (default: 0 with the static backend,\n"
            "                            by arrival with c10d)\n"
            "  --master-addr HOST        address of the store host (default 127.0.0.1)\n"
@@ -256,7 +257,10 @@ const char *sr_help_text(void) {
            "                            2 stderr, 3 both, or per local rank: 0:3,1:0\n"
            "  -t, --tee M               like --redirects but also to the console\n"
            "  --local-ranks-filter L    show only these local ranks on the console (0,2,4-7)\n"
-           "  --start-method M, --no-python, --use-env   accepted for compatibility, no effect\n"
+           "  --pass-local-rank[=local_rank]  as torch.distributed.launch: give each worker\n"
+           "                            --local-rank=N (or --local_rank=N, torch < 2.0's spelling)\n"
+           "                            right after the program name; --use-env turns it off\n"
+           "  --start-method M, --no-python, --use-env   accepted for compatibility\n"
            "  -h, --help                this text\n"
            "  --version                 print the version\n"
            "\n"
@@ -380,7 +384,17 @@ static int apply(sr_config *cfg, parse_state *ps, const opt_def *o, const char *
                     "python3 SCRIPT [ARGS...]",
                     who);
     case O_NO_PYTHON: break;   /* spmdrun never prepends python */
-    case O_USE_ENV: break;     /* torch.distributed.launch: the environment is always set */
+    case O_USE_ENV: cfg->use_env = 1; break; /* launch.py: the environment only, no argument */
+    case O_PASS_LOCAL_RANK:
+        /* torch.distributed.launch gives each worker its local rank as an
+         * argument: --local-rank=N since torch 2.0, --local_rank=N before */
+        if (*val && parse_bool(val) == 0) cfg->local_rank_arg = NULL; /* PET_PASS_LOCAL_RANK=0 */
+        else if (!*val || parse_bool(val) == 1 || !strcmp(val, "local-rank")) cfg->local_rank_arg = "--local-rank";
+        else if (!strcmp(val, "local_rank")) cfg->local_rank_arg = "--local_rank";
+        else
+            return fail(err, errlen, "%s: '%s' is not local-rank (--local-rank=N, torch >= 2.0) or "
+                        "local_rank (--local_rank=N, torch < 2.0)", who, val);
+        break;
     case O_LOG_DIR:
         if (!*val) return fail(err, errlen, "%s: empty directory", who);
         cfg->log_dir = val;
@@ -484,7 +498,7 @@ int sr_parse_args(int argc, char **argv, sr_config *cfg, char *err, size_t errle
                 val = arg + 2;
             }
         }
-        if (o->takes_value && !val) {
+        if (o->takes_value == 1 && !val) {
             if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", who);
             val = argv[++i];
         }
@@ -492,6 +506,7 @@ int sr_parse_args(int argc, char **argv, sr_config *cfg, char *err, size_t errle
     }
     cfg->prog_argv = argv + i;
     cfg->prog_argc = argc - i;
+    if (cfg->use_env) cfg->local_rank_arg = NULL; /* launch.py's --use-env: no argument */
     if (cfg->help || cfg->version) return 0;
 
     /* --nnodes N | MIN:MAX */

@@ -79,3 +79,36 @@ void sr_env_free(char **env) {
     for (char **p = env; *p; p++) free(*p);
     free(env);
 }
+
+/* Where launch.py's argument goes: right after the script.  For a Python
+ * interpreter that is after its own options and the script (or -m MODULE,
+ * -c CODE); for any other program, right after the program name. */
+static int local_rank_position(const sr_config *cfg) {
+    const char *base = strrchr(cfg->prog_argv[0], '/');
+    base = base ? base + 1 : cfg->prog_argv[0];
+    if (strncmp(base, "python", 6) != 0) return 1;
+    for (int i = 1; i < cfg->prog_argc; i++) {
+        const char *a = cfg->prog_argv[i];
+        if (!strcmp(a, "-m") || !strcmp(a, "-c")) return i + 2 <= cfg->prog_argc ? i + 2 : cfg->prog_argc;
+        if (a[0] != '-' || !strcmp(a, "-")) return i + 1;
+    }
+    return cfg->prog_argc;
+}
+
+char **sr_argv_build(const sr_config *cfg, int lr) {
+    char **argv = calloc((size_t)cfg->prog_argc + 2, sizeof *argv);
+    if (!argv) return NULL;
+    int at = cfg->local_rank_arg ? local_rank_position(cfg) : -1, k = 0;
+    for (int i = 0; i <= cfg->prog_argc; i++) {
+        if (i == at) {
+            char arg[64];
+            snprintf(arg, sizeof arg, "%s=%d", cfg->local_rank_arg, lr);
+            if (!(argv[k++] = strdup(arg))) goto oom;
+        }
+        if (i < cfg->prog_argc && !(argv[k++] = strdup(cfg->prog_argv[i]))) goto oom;
+    }
+    return argv;
+oom:
+    sr_env_free(argv);
+    return NULL;
+}

@@ -41,7 +41,10 @@ static int resolve_program(const char *name, char *out, size_t outlen, char *err
             return -1;
         }
         if (S_ISDIR(sb.st_mode) || access(name, X_OK) < 0) {
-            snprintf(err, errlen, "program '%s' is not an executable file", name);
+            size_t nl = strlen(name);
+            snprintf(err, errlen, "program '%s' is not an executable file%s%s", name,
+                     nl > 3 && !strcmp(name + nl - 3, ".py") ? "; for a Python script write spmdrun [options] python3 " : "",
+                     nl > 3 && !strcmp(name + nl - 3, ".py") ? name : "");
             return -1;
         }
         snprintf(out, outlen, "%s", name);
@@ -61,7 +64,18 @@ static int resolve_program(const char *name, char *out, size_t outlen, char *err
         p += n;
         if (*p == ':') p++;
     }
-    snprintf(err, errlen, "program '%s' not found in PATH", name);
+    /* the usual slips: a script without its interpreter, a program in the
+     * current folder without "./" */
+    size_t nl = strlen(name);
+    if (nl > 3 && !strcmp(name + nl - 3, ".py"))
+        snprintf(err, errlen, "program '%s' not found in PATH; spmdrun runs programs as they are "
+                 "(torchrun's --no-python): for a Python script write spmdrun [options] python3 %s ...",
+                 name, name);
+    else if (stat(name, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        snprintf(err, errlen, "program '%s' not found in PATH; to run the file in this folder write ./%s",
+                 name, name);
+    else
+        snprintf(err, errlen, "program '%s' not found in PATH", name);
     return -1;
 }
 

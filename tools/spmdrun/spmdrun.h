@@ -68,6 +68,8 @@ typedef struct {
     long grace_ms;                 /* SPMD_GRACE_PERIOD (5 s) */
     long exit_barrier_ms;          /* SPMD_EXIT_BARRIER_TIMEOUT (300 s) */
     int help, version;
+    int use_env;                   /* launch.py's --use-env */
+    const char *local_rank_arg;    /* --pass-local-rank: "--local-rank" or "--local_rank", or NULL */
     char **prog_argv;              /* the program and its arguments (points into argv) */
     int prog_argc;
 } sr_config;
@@ -100,6 +102,12 @@ typedef struct {
 char **sr_env_build(char *const *base, const sr_config *cfg, const sr_assignment *a, int lr,
                     int set_omp);
 void sr_env_free(char **env);
+/* The argument vector of local rank lr: the program's, with
+ * "<local_rank_arg>=<lr>" right after the script when --pass-local-rank is
+ * given, as torch.distributed.launch (after the program name, or for a
+ * python* program after its options and the script).  malloc()ed, free with
+ * sr_env_free; NULL when out of memory. */
+char **sr_argv_build(const sr_config *cfg, int lr);
 
 /* ---- output.c: one worker stream (stdout or stderr) ----------------------- */
 typedef struct {

@@ -41,6 +41,7 @@ typedef struct {
     int status;       /* wait status once reaped */
     char when[32];
     char **env;
+    char **argv;      /* the program's arguments (sr_argv_build) */
     int exec_fd;      /* read end of the exec-status pipe, -1 when done */
     sr_stream out, err;
 } worker;
@@ -126,7 +127,7 @@ static void child_exec(const sr_agent *a, worker *w, pid_t parent, int out_w, in
     if (devnull >= 0) dup2(devnull, 0);
     dup2(out_w, 1);
     dup2(err_w, 2);
-    execve(a->prog, a->cfg->prog_argv, w->env);
+    execve(a->prog, w->argv, w->env);
     int e = errno;
     ssize_t n = write(exec_w, &e, sizeof e);
     (void)n;
@@ -228,8 +229,16 @@ static int spawn_all(attempt *at, char *err, size_t errlen) {
         }
         char prefix[24] = "";
         if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
+        /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
+         * stream, so a tool's output keeps its format.  Not tee'd and the
+         * console a terminal: the worker writes to the terminal itself (it
+         * sees a terminal: progress lines work); else the agent still passes
+         * whole lines, so ranks never mix inside a line.  stderr keeps the
+         * prefix: the agent reads it for the failure report anyway. */
+        int out_teed = (file_mask & SR_STD_OUT) != 0;
+        int direct_out = (console_mask & SR_STD_OUT) && !out_teed && isatty(STDOUT_FILENO);
         int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
-        if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
+        if ((!direct_out && pipe2(po, O_CLOEXEC) < 0) || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
             snprintf(err, errlen, "pipe: %s", strerror(errno));
             for (int k = 0; k < 2; k++) {
                 if (po[k] >= 0) close(po[k]);
@@ -240,21 +249,22 @@ static int spawn_all(attempt *at, char *err, size_t errlen) {
             if (err_file >= 0) close(err_file);
             return -1;
         }
-        fcntl(po[0], F_SETFL, O_NONBLOCK);
+        if (po[0] >= 0) fcntl(po[0], F_SETFL, O_NONBLOCK);
         fcntl(pe[0], F_SETFL, O_NONBLOCK);
         /* Streams own the read ends and files from here on. */
-        if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, prefix, 0) ||
+        if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, out_teed ? prefix : "", 0) ||
             sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
             snprintf(err, errlen, "out of memory");
-            close(po[1]);
+            if (po[1] >= 0) close(po[1]);
             close(pe[1]);
             close(px[0]);
             close(px[1]);
             return -1;
         }
+        fflush(stdout);
         pid_t pid = fork();
-        if (pid == 0) child_exec(a, w, self, po[1], pe[1], px[1]);
-        close(po[1]);
+        if (pid == 0) child_exec(a, w, self, direct_out ? STDOUT_FILENO : po[1], pe[1], px[1]);
+        if (po[1] >= 0) close(po[1]);
         close(pe[1]);
         close(px[1]);
         if (pid < 0) {
@@ -313,7 +323,8 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         w->rank = as->rank_offset + i;
         w->exec_fd = -1;
         w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
-        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp))) {
+        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) ||
+            !(w->argv = sr_argv_build(a->cfg, i))) {
             snprintf(spawn_err, sizeof spawn_err, "out of memory");
             break;
         }
@@ -418,6 +429,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         sr_stream_free(&at.w[i].err);
         if (at.w[i].exec_fd >= 0) close(at.w[i].exec_fd);
         sr_env_free(at.w[i].env);
+        sr_env_free(at.w[i].argv);
     }
     free(at.w);
     free(at.others);
