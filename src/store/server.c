@@ -795,8 +795,7 @@ static void on_readable(spmd_store_server *s, conn *c) {
             if (cap < c->in_len + IO_CHUNK) cap = c->in_len + IO_CHUNK;
             if (cap > IN_LIMIT) cap = IN_LIMIT;
             size_t more = cap - c->in_cap;
-            if (s->bytes + more > s->lim.max_bytes ||
-                c->owned + cap > s->lim.max_client_bytes) {
+            if (s->bytes + more > s->lim.max_bytes || cap > s->lim.max_client_bytes) {
                 drop(s, c, 1, "a request of over %zu bytes would pass the store's memory limits "
                      "(SPMD_STORE_MAX_BYTES %zu, SPMD_STORE_MAX_CLIENT_BYTES %zu)", c->in_len,
                      s->lim.max_bytes, s->lim.max_client_bytes);
