@@ -18,4 +18,10 @@ int spmd__proc_exiting(pid_t pid);
  * the scan runs). */
 int spmd__proc_sweep(const char *entry, pid_t skip1, pid_t skip2);
 
+/* Put this process's job secret (a generated one included) into its
+ * environment as SPMD_AUTH_TOKEN, for a child about to exec() a program.
+ * Nothing when SPMD_AUTH=off or no secret exists.  Single-threaded callers
+ * only (setenv). */
+void spmd__auth_export(void);
+
 #endif

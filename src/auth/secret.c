@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "auth/auth.h"
+#include "auth/procs.h"
 #include "spmd/auth.h"
 
 static pthread_mutex_t gen_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -114,4 +115,12 @@ spmd_status spmd__auth_token(char *out, size_t outlen, char *err, size_t errlen)
     memcpy(out, a.key, a.keylen);
     out[a.keylen] = 0;
     return SPMD_OK;
+}
+
+void spmd__auth_export(void) {
+    char tok[SPMD__AUTH_MAX_SECRET + 1], err[SPMD__ERRLEN];
+    if (spmd__auth_token(tok, sizeof tok, err, sizeof err) == SPMD_OK && tok[0] &&
+        !getenv("SPMD_AUTH_TOKEN") && !getenv("SPMD_AUTH_FILE"))
+        setenv("SPMD_AUTH_TOKEN", tok, 1);
+    memset(tok, 0, sizeof tok);
 }

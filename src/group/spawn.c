@@ -49,6 +49,7 @@ static void child_main(int rank, int nprocs, int port, const char *run_id, pid_t
     setenv("MASTER_PORT", v, 1);
     setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     setenv("SPMD_RUN_ID", run_id, 1);
+    spmd__auth_export(); /* the job secret, for a rank that exec()s a program */
     int rc = fn(rank, nprocs, arg);
     fflush(NULL);
     _exit(rc & 0xff);
