@@ -14,3 +14,4 @@ add_test(NAME fault_intruder COMMAND $<TARGET_FILE:spmdrun> --standalone --nproc
          $<TARGET_FILE:fault_worker>)
 set_tests_properties(fault_intruder PROPERTIES ENVIRONMENT "FAULT_MODE=intrude")
 set_tests_properties(fault_kill_spmdrun fault_orphans fault_intruder PROPERTIES LABELS "fault" TIMEOUT 300)
+spmd_test(test_fault_spawn SOURCES fault/test_fault_spawn.c LABELS fault mp ARGS 4 4 TIMEOUT 300)
