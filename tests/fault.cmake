@@ -15,3 +15,8 @@ add_test(NAME fault_intruder COMMAND $<TARGET_FILE:spmdrun> --standalone --nproc
 set_tests_properties(fault_intruder PROPERTIES ENVIRONMENT "FAULT_MODE=intrude")
 set_tests_properties(fault_kill_spmdrun fault_orphans fault_intruder PROPERTIES LABELS "fault" TIMEOUT 300)
 spmd_test(test_fault_spawn SOURCES fault/test_fault_spawn.c LABELS fault mp ARGS 4 4 TIMEOUT 300)
+# Connection set-up time with and without authentication (docs/RELIABILITY.md).
+add_executable(auth_setup ${PROJECT_SOURCE_DIR}/bench/auth_setup.c)
+target_include_directories(auth_setup PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(auth_setup PRIVATE spmd_static)
+set_target_properties(auth_setup PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
