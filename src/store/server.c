@@ -426,7 +426,7 @@ static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, s
                  "(SPMD_STORE_MAX_BYTES)", s->bytes, add, l->max_bytes);
         return -2;
     }
-    if (mine + add + c->in_cap > l->max_client_bytes) {
+    if (mine + add > l->max_client_bytes) { /* (its input buffer is bounded on arrival) */
         snprintf(s->limit_msg, sizeof s->limit_msg,
                  "this client's keys and values hold %zu bytes; %zu more would pass the "
                  "per-client limit of %zu (SPMD_STORE_MAX_CLIENT_BYTES)", mine, add,
