@@ -24,3 +24,6 @@ add_executable(store_flood ${PROJECT_SOURCE_DIR}/bench/store_flood.c)
 target_include_directories(store_flood PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(store_flood PRIVATE spmd_static)
 set_target_properties(store_flood PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+add_test(NAME fault_secret_config COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fault/secret_config.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:fault_worker>)
+set_tests_properties(fault_secret_config PROPERTIES LABELS "fault" TIMEOUT 120)
