@@ -6,7 +6,7 @@
 #   - TRIALS the same under spmd_spawn
 #   - strangers on the store: no secret, wrong secret, garbage, truncated
 #     handshakes, 500 simultaneous connections, the store's limits
-#   - strangers on every listening rank's port during mesh formation (200 silent)
+#   - strangers on every listening rank's port during mesh formation (500 silent)
 #   - orphans: setsid'd grandchildren after a normal exit and after SIGKILL of
 #     spmdrun, 20 rounds
 # then the connection set-up time with and without authentication, and
@@ -22,8 +22,8 @@ echo "== kill trials under spmd_spawn ($N)"
 "$B/tests/test_fault_spawn" "$N" 8 | tail -1 || fail=1
 echo "== strangers on the store (500 connections)"
 "$B/tests/test_fault_store" 500 && echo "store: every stranger refused, the job unaffected" || fail=1
-echo "== strangers on the ranks' ports (200 silent connections per port)"
-"$B/tests/test_fault_mesh" 200 && echo "mesh: formed with the real peers only" || fail=1
+echo "== strangers on the ranks' ports (500 silent connections per port)"
+"$B/tests/test_fault_mesh" 500 && echo "mesh: formed with the real peers only" || fail=1
 echo "== orphans (20 rounds)"
 ok=0
 i=0
