@@ -35,6 +35,11 @@
 /* Buffers above this size are released once empty. */
 #define KEEP_CAP ((size_t)1 << 20)
 #define MAX_EVENTS 64
+/* A value this large that arrived alone takes its input buffer rather than a copy. */
+#define TAKE_MIN ((size_t)1 << 20)
+/* Bytes read from one connection per wake-up: a client sending a huge value
+ * shares the loop with everyone else. */
+#define READ_ROUNDS 16
 #define ACCEPT_PAUSE_NS (100ull * 1000000ull)
 
 typedef struct entry entry;
@@ -53,6 +58,8 @@ struct entry {
     uint64_t hash;
     unsigned char *val;
     size_t vlen;
+    unsigned char *block; /* the allocation val points into, when it was a client's input buffer */
+    size_t vbytes;        /* bytes the value occupies (charged to the limits) */
     int present; /* 0: placeholder that only exists to hold watchers */
     watch *watchers;
     conn *owner; /* the connection that set the value (NULL once it left) */
@@ -63,6 +70,7 @@ struct entry {
 struct conn {
     int fd;
     int dead, hello_done, closing;
+    int stolen;                /* the last SET took the input buffer as its value */
     spmd__store_hs hs;         /* until hello_done: nothing but the handshake is read */
     uint64_t hs_deadline_ns;
     size_t owned;              /* bytes of the keys and values this connection set */
@@ -201,6 +209,11 @@ static entry *find_or_create(spmd_store_server *s, const unsigned char *k, size_
     return e;
 }
 
+static void free_value(entry *e) {
+    free(e->block ? e->block : e->val);
+    e->block = e->val = NULL;
+}
+
 static void remove_entry(spmd_store_server *s, entry *e) {
     for (entry **pp = &s->buckets[e->hash & (s->nbuckets - 1)]; *pp; pp = &(*pp)->next)
         if (*pp == e) {
@@ -208,7 +221,7 @@ static void remove_entry(spmd_store_server *s, entry *e) {
             break;
         }
     s->nentries--;
-    free(e->val);
+    free_value(e);
     free(e);
 }
 
@@ -393,7 +406,7 @@ static void fire(spmd_store_server *s, entry *e) {
 
 /* Charge (or refund) a present entry's bytes to the store and its owner. */
 static void account(spmd_store_server *s, entry *e, int sign) {
-    size_t n = e->klen + e->vlen;
+    size_t n = e->klen + e->vbytes;
     if (sign > 0) {
         s->bytes += n;
         if (e->owner) e->owner->owned += n;
@@ -403,10 +416,14 @@ static void account(spmd_store_server *s, entry *e, int sign) {
     }
 }
 
-/* -1: out of memory; -2: over a limit (s->limit_msg says which). */
-static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, size_t vlen) {
+/* -1: out of memory; -2: over a limit (s->limit_msg says which).  With
+ * take_input, a large value is not copied: the entry takes c's input buffer
+ * (which holds just this request) and points into it. */
+static int set_value_from(spmd_store_server *s, conn *c, entry *e, const void *val, size_t vlen,
+                          int take_input) {
     const spmd__store_limits *l = &s->lim;
-    size_t old = e->present ? e->klen + e->vlen : 0, add = e->klen + vlen;
+    size_t vbytes = take_input ? c->in_cap : vlen;
+    size_t old = e->present ? e->klen + e->vbytes : 0, add = e->klen + vbytes;
     size_t mine = c->owned - (e->present && e->owner == c ? old : 0);
     if (e->klen > l->max_key || vlen > l->max_value) {
         snprintf(s->limit_msg, sizeof s->limit_msg,
@@ -433,14 +450,27 @@ static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, s
                  l->max_client_bytes);
         return -2;
     }
-    unsigned char *copy = malloc(vlen + 1);
-    if (!copy) return -1;
-    if (vlen) memcpy(copy, val, vlen);
-    copy[vlen] = 0;
+    unsigned char *copy = NULL;
+    if (!take_input) {
+        copy = malloc(vlen + 1);
+        if (!copy) return -1;
+        if (vlen) memcpy(copy, val, vlen);
+        copy[vlen] = 0;
+    }
     if (e->present) account(s, e, -1);
-    free(e->val);
-    e->val = copy;
+    free_value(e);
+    if (take_input) {
+        e->block = c->in;
+        e->val = (unsigned char *)val;
+        s->bytes -= c->in_cap; /* now charged as the entry's */
+        c->in = NULL;
+        c->in_cap = c->in_len = c->in_off = 0;
+        c->stolen = 1;
+    } else {
+        e->val = copy;
+    }
     e->vlen = vlen;
+    e->vbytes = vbytes;
     e->owner = c;
     account(s, e, +1);
     if (!e->present) {
@@ -449,6 +479,10 @@ static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, s
         fire(s, e);
     }
     return 0;
+}
+
+static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, size_t vlen) {
+    return set_value_from(s, c, e, val, vlen, 0);
 }
 
 /* Strict decimal int64: optional '-', 1..19 digits, nothing else. */
@@ -588,7 +622,9 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
     switch (r->op) {
     case SPMD__STORE_OP_SET:
         e = find_or_create(s, r->key, r->klen);
-        if (!e || (rc = set_value(s, c, e, r->val[0], r->vlen[0]))) {
+        if (!e || (rc = set_value_from(s, c, e, r->val[0], r->vlen[0],
+                                       r->vlen[0] >= TAKE_MIN && c->in_off == 0 &&
+                                           r->frame_len == c->in_len))) {
             if (e) maybe_reap(s, e);
             set_failed(s, c, r->seq, rc);
             return;
@@ -683,8 +719,7 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
         if (e && e->present) {
             account(s, e, -1);
             e->owner = NULL;
-            free(e->val);
-            e->val = NULL;
+            free_value(e);
             e->vlen = 0;
             e->present = 0;
             s->npresent--;
@@ -745,7 +780,7 @@ static int handshake(spmd_store_server *s, conn *c) {
 /* Decode and run what is buffered, one request at a time. */
 static void process(spmd_store_server *s, conn *c) {
     char err[256];
-    while (!c->dead && !c->closing) {
+    while (!c->dead && !c->closing && c->in_len > c->in_off) {
         const unsigned char *p = c->in + c->in_off;
         size_t avail = c->in_len - c->in_off;
         if (!c->hello_done) {
@@ -763,7 +798,8 @@ static void process(spmd_store_server *s, conn *c) {
         }
         execute(s, c, &req);
         if (c->dead) return;
-        c->in_off += req.frame_len;
+        if (c->stolen) c->stolen = 0; /* the buffer went with the value */
+        else c->in_off += req.frame_len;
         if (!flush(s, c)) return;
     }
     if (!c->dead && c->in_off == c->in_len) {
@@ -780,19 +816,31 @@ static void process(spmd_store_server *s, conn *c) {
 /* Pull what the socket has (bounded per wake-up), then process it. */
 static void on_readable(spmd_store_server *s, conn *c) {
     int eof = 0;
-    for (int round = 0; round < 64 && !c->dead; round++) {
+    for (int round = 0; round < READ_ROUNDS && !c->dead; round++) {
         if (c->in_off && (c->in_off == c->in_len || c->in_cap - c->in_len < IO_CHUNK)) {
             memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
             c->in_len -= c->in_off;
             c->in_off = 0;
         }
-        if (c->in_cap - c->in_len < IO_CHUNK) {
+        /* Where the request being received ends, once its length is here
+         * (the decoder checks that length; here it only stops the buffer
+         * from growing past the request, never ahead of the bytes). */
+        size_t end = 0;
+        if (c->hello_done && c->in_len - c->in_off >= 4) {
+            end = c->in_off + 4 + (size_t)spmd__get_u32(c->in + c->in_off);
+            if (end <= c->in_len) {
+                if (!c->parked && c->out_off == c->out_len) break; /* serve it first */
+                end = 0; /* it waits its turn: read on as before */
+            }
+        }
+        if (c->in_cap - c->in_len < IO_CHUNK && !(end > c->in_len && end <= c->in_cap)) {
             if (c->in_len >= IN_LIMIT) {
                 drop(s, c, 1, "%zu bytes buffered without a complete request", c->in_len);
                 return;
             }
             size_t cap = c->in_cap ? c->in_cap * 2 : IO_CHUNK;
             if (cap < c->in_len + IO_CHUNK) cap = c->in_len + IO_CHUNK;
+            if (end > c->in_cap && end < cap) cap = end; /* just the request */
             if (cap > IN_LIMIT) cap = IN_LIMIT;
             size_t more = cap - c->in_cap;
             if (s->bytes + more > s->lim.max_bytes || cap > s->lim.max_client_bytes) {
@@ -1008,7 +1056,7 @@ static void destroy(spmd_store_server *s) {
         entry *e = s->buckets[i];
         while (e) {
             entry *next = e->next;
-            free(e->val);
+            free_value(e);
             free(e);
             e = next;
         }
