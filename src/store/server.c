@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "auth/ratelimit.h"
 #include "store/handshake.h"
 #include "store/limits.h"
 #include "store/store_internal.h"
@@ -114,6 +115,7 @@ struct spmd_store_server {
     size_t bytes;        /* keys and values present plus input buffers */
     spmd__auth auth;
     spmd__store_limits lim;
+    spmd__ratelimit refusals; /* warnings about strangers */
     char limit_msg[256]; /* why set_value refused */
     spmd_store_server *reg_next;
 };
@@ -288,7 +290,9 @@ static void disown(spmd_store_server *s, conn *c) {
 static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) SPMD__PRINTF(4, 5);
 static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) {
     if (c->dead) return;
-    if (spmd__log_enabled(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG)) {
+    /* A stranger (still in its handshake) reconnecting in a loop: rate-limited. */
+    if (warn && !c->hello_done && !spmd__ratelimit_ok(&s->refusals, "store server")) warn = -1;
+    if (warn >= 0 && spmd__log_enabled(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG)) {
         char why[512];
         va_list ap;
         va_start(ap, fmt);
@@ -763,7 +767,8 @@ static int handshake(spmd_store_server *s, conn *c) {
         c->out_len += outlen;
     }
     if (refuse) {
-        SPMD_LOGW("store server: refused client %s: %s", c->name, err);
+        if (spmd__ratelimit_ok(&s->refusals, "store server"))
+            SPMD_LOGW("store server: refused client %s: %s", c->name, err);
         c->closing = 1;
         flush(s, c);
         return 1;

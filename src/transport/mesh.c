@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "auth/ratelimit.h"
 #include "transport.h"
 
 /* Connections judged at once; past this the oldest pending one is dropped. */
@@ -132,10 +133,11 @@ typedef struct {
     int **fds;
     pending p[MAX_PENDING];
     int n;
+    spmd__ratelimit refusals;
 } acceptor;
 
 static void forget(acceptor *ac, int i, const char *why, const char *detail) {
-    if (why) SPMD_LOGW("rank %d: dropped a connection from %s: %s%s", ac->rank, ac->p[i].who, why,
+    if (why && spmd__ratelimit_ok(&ac->refusals, "mesh listener")) SPMD_LOGW("rank %d: dropped a connection from %s: %s%s", ac->rank, ac->p[i].who, why,
                        detail ? detail : "");
     close(ac->p[i].fd);
     ac->p[i] = ac->p[--ac->n];
@@ -148,8 +150,9 @@ static void send_verdict(acceptor *ac, int i, uint32_t verdict, const spmd__hell
     char cerr[SPMD__ERRLEN];
     spmd_status st = spmd__write_full(p->fd, v, sizeof v, p->deadline, NULL, cerr, sizeof cerr);
     if (verdict != SPMD__HELLO_OK || st) {
-        SPMD_LOGW("rank %d: refused a connection from %s claiming rank %u: %s", ac->rank, p->who,
-                  h->rank, verdict != SPMD__HELLO_OK ? verdict_text(verdict) : cerr);
+        if (spmd__ratelimit_ok(&ac->refusals, "mesh listener"))
+            SPMD_LOGW("rank %d: refused a connection from %s claiming rank %u: %s", ac->rank,
+                      p->who, h->rank, verdict != SPMD__HELLO_OK ? verdict_text(verdict) : cerr);
         forget(ac, i, NULL, NULL);
         return;
     }
