@@ -6,7 +6,7 @@
 set -eu
 PKGS="build-essential cmake make pkg-config git libopenblas-dev zlib1g-dev \
 dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps valgrind \
-python3"
+python3 libssl-dev"
 # spmd-train's checkpoints are checked against PyTorch both ways (tests/train/)
 PKGS="$PKGS python3-torch python3-numpy"
 

@@ -27,3 +27,21 @@ endfunction()
 
 spmd_fuzzer(fuzz_store_wire PARSER_SOURCES
   ${PROJECT_SOURCE_DIR}/src/store/wire.c ${PROJECT_SOURCE_DIR}/src/common/error.c)
+
+# The authenticated handshakes (store and mesh), with the shared replay main.
+spmd_test(fuzz_handshake_replay SOURCES fuzz/fuzz_handshake.c fuzz/replay_main_data.c
+          LABELS unit fuzz TIMEOUT 120)
+if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_handshake fuzz/fuzz_handshake.c ${PROJECT_SOURCE_DIR}/src/store/handshake.c
+                 ${PROJECT_SOURCE_DIR}/src/store/wire.c ${PROJECT_SOURCE_DIR}/src/transport/hello.c
+                 ${PROJECT_SOURCE_DIR}/src/auth/proof.c ${PROJECT_SOURCE_DIR}/src/auth/secret.c
+                 ${PROJECT_SOURCE_DIR}/src/common/error.c ${PROJECT_SOURCE_DIR}/src/common/log.c
+                 ${PROJECT_SOURCE_DIR}/src/common/clock.c)
+  target_include_directories(fuzz_handshake PRIVATE ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(fuzz_handshake PRIVATE -fsanitize=fuzzer,address,undefined
+                         -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_handshake PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_handshake PRIVATE OpenSSL::Crypto Threads::Threads)
+  set_target_properties(fuzz_handshake PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+endif()

@@ -8,7 +8,8 @@ set(SPMDRUN_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/output.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/rendezvous.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/report.c
-  ${CMAKE_CURRENT_LIST_DIR}/spmdrun/supervise.c)
+  ${CMAKE_CURRENT_LIST_DIR}/spmdrun/supervise.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmdrun/trust.c)
 add_executable(spmdrun ${SPMDRUN_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/spmdrun/main.c)
 target_include_directories(spmdrun PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR}/spmdrun)
 target_compile_definitions(spmdrun PRIVATE SPMDRUN_VERSION="${PROJECT_VERSION}")

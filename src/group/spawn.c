@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "auth/procs.h"
 #include "group_internal.h"
 
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
@@ -48,6 +49,7 @@ static void child_main(int rank, int nprocs, int port, const char *run_id, pid_t
     setenv("MASTER_PORT", v, 1);
     setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     setenv("SPMD_RUN_ID", run_id, 1);
+    spmd__auth_export(); /* the job secret, for a rank that exec()s a program */
     int rc = fn(rank, nprocs, arg);
     fflush(NULL);
     _exit(rc & 0xff);
@@ -128,9 +130,31 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
             left--;
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             if (!ok && !failed) {
-                char how[96];
-                describe_exit(status, how, sizeof how);
-                st = spmd__fail(report, reportlen, SPMD_ERR_REMOTE, "rank %d (pid %ld) %s", i, (long)pids[i], how);
+                char how[96], after[160] = "";
+                int root = i, root_status = status;
+                /* A rank that exited because a peer's socket closed did so
+                 * after that peer began to die: name the dying one. */
+                if (!WIFSIGNALED(status))
+                    for (int j = 0; j < started; j++) {
+                        int sj = 0;
+                        if (!alive[j] || !spmd__proc_exiting(pids[j])) continue;
+                        if (waitpid(pids[j], &sj, 0) != pids[j]) continue;
+                        alive[j] = 0;
+                        if (pfd[j].fd >= 0) close(pfd[j].fd);
+                        pfd[j].fd = -1;
+                        left--;
+                        if (WIFSIGNALED(sj) && root == i) {
+                            root = j;
+                            root_status = sj;
+                        }
+                    }
+                if (root != i) {
+                    describe_exit(status, how, sizeof how);
+                    snprintf(after, sizeof after, "; rank %d %s after it", i, how);
+                }
+                describe_exit(root_status, how, sizeof how);
+                st = spmd__fail(report, reportlen, SPMD_ERR_REMOTE, "rank %d (pid %ld) %s%s", root,
+                                (long)pids[root], how, after);
                 failed = 1;
                 for (int j = 0; j < started; j++) if (alive[j]) kill(pids[j], SIGKILL);
             }

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <time.h>
+#include "store/handshake.h"
 #include "store/store_internal.h"
 
 #define GRACE_MS 2000
@@ -62,6 +64,39 @@ static int handle_timeout(const spmd_store *h) {
 }
 
 /* ---- connect ---------------------------------------------------------------- */
+/* Protocol 2's handshake (store/handshake.h), blocking.  SPMD_ERR_REMOTE
+ * when the server closed or reset the connection mid-way (worth a retry). */
+static spmd_status store_handshake(int fd, const spmd__auth *auth, int64_t deadline, char *err,
+                                   size_t errlen) {
+    unsigned char chello[SPMD__STORE_CHELLO_LEN], shello[SPMD__STORE_SHELLO_LEN];
+    unsigned char proof[SPMD__AUTH_MAC], verdict[4];
+    spmd_status st = spmd__store_hs_client_hello(auth, chello);
+    if (st) return spmd__fail(err, errlen, st, "no randomness for a nonce");
+    st = spmd__write_full(fd, chello, sizeof chello, deadline, NULL, err, errlen);
+    /* A server of another version answers with just 12 bytes and closes. */
+    if (!st) st = spmd__read_full(fd, shello, SPMD__STORE_HELLO_LEN, deadline, NULL, err, errlen);
+    if (st) return st;
+    uint32_t version = 0, status = 0;
+    if (spmd__store_decode_hello(shello, SPMD__STORE_HELLO_LEN, &version, &status, err, errlen) !=
+        SPMD__WIRE_OK)
+        return SPMD_ERR_PROTOCOL;
+    if (version != SPMD__STORE_VERSION)
+        return spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
+                          "protocol version mismatch (client %u, server %u)", SPMD__STORE_VERSION,
+                          version);
+    st = spmd__read_full(fd, shello + SPMD__STORE_HELLO_LEN,
+                         SPMD__STORE_SHELLO_LEN - SPMD__STORE_HELLO_LEN, deadline, NULL, err, errlen);
+    if (st) return st;
+    st = spmd__store_hs_client_check(auth, chello, shello, proof, err, errlen);
+    if (st) return st;
+    st = spmd__write_full(fd, proof, sizeof proof, deadline, NULL, err, errlen);
+    if (!st) st = spmd__read_full(fd, verdict, sizeof verdict, deadline, NULL, err, errlen);
+    if (st) return st;
+    uint32_t v = spmd__get_u32(verdict);
+    if (v) return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "refused: %s", spmd__store_hs_text(v));
+    return SPMD_OK;
+}
+
 spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_store **out,
                                char *err, size_t errlen) {
     const char *shown = host && *host ? host : "localhost";
@@ -72,31 +107,29 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
     int tmo = timeout_ms > 0 ? timeout_ms : SPMD_STORE_DEFAULT_TIMEOUT_MS;
     int64_t deadline = spmd__deadline(tmo);
     char e2[SPMD__ERRLEN];
-    int fd = spmd__connect(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2);
-    if (fd < 0)
-        return spmd__fail(err, errlen,
-                          spmd__remaining_ms(deadline) == 0 ? SPMD_ERR_TIMEOUT : SPMD_ERR_SYSTEM,
-                          "store connect to %s:%d (timeout %d ms): %s", shown, port, tmo, e2);
-    unsigned char hello[SPMD__STORE_HELLO_LEN];
-    spmd__store_encode_hello(hello, SPMD__STORE_VERSION, 0);
-    spmd_status st = spmd__write_full(fd, hello, sizeof hello, deadline, NULL, e2, sizeof e2);
-    if (!st) st = spmd__read_full(fd, hello, sizeof hello, deadline, NULL, e2, sizeof e2);
-    if (st) {
+    spmd__auth auth;
+    spmd_status st = spmd__auth_get(&auth, e2, sizeof e2);
+    if (st) return spmd__fail(err, errlen, st, "store connect to %s:%d: %s", shown, port, e2);
+    int fd = -1;
+    /* A handshake cut short (the server shed us under a flood of strangers,
+     * or restarted) is retried until the deadline; a refusal is final. */
+    for (;;) {
+        fd = spmd__connect(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2);
+        if (fd < 0)
+            return spmd__fail(err, errlen,
+                              spmd__remaining_ms(deadline) == 0 ? SPMD_ERR_TIMEOUT : SPMD_ERR_SYSTEM,
+                              "store connect to %s:%d (timeout %d ms): %s", shown, port, tmo, e2);
+        st = store_handshake(fd, &auth, deadline, e2, sizeof e2);
+        if (st == SPMD_OK) break;
         close(fd);
-        return spmd__fail(err, errlen, st, "store handshake with %s:%d: %s", shown, port, e2);
+        if (st != SPMD_ERR_REMOTE || spmd__remaining_ms(deadline) == 0) {
+            memset(&auth, 0, sizeof auth);
+            return spmd__fail(err, errlen, st, "store handshake with %s:%d: %s", shown, port, e2);
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
-    uint32_t version = 0, word = 0;
-    if (spmd__store_decode_hello(hello, sizeof hello, &version, &word, e2, sizeof e2) != SPMD__WIRE_OK) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "store handshake with %s:%d: %s", shown,
-                          port, e2);
-    }
-    if (word != 0 || version != SPMD__STORE_VERSION) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
-                          "store handshake with %s:%d: protocol version mismatch (client %u, "
-                          "server %u)", shown, port, SPMD__STORE_VERSION, version);
-    }
+    memset(&auth, 0, sizeof auth);
     sconn *c = calloc(1, sizeof *c);
     spmd_store *h = calloc(1, sizeof *h);
     char *prefix = calloc(1, 1);

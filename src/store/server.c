@@ -25,6 +25,9 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "auth/ratelimit.h"
+#include "store/handshake.h"
+#include "store/limits.h"
 #include "store/store_internal.h"
 
 #define IO_CHUNK ((size_t)64 * 1024)
@@ -33,6 +36,11 @@
 /* Buffers above this size are released once empty. */
 #define KEEP_CAP ((size_t)1 << 20)
 #define MAX_EVENTS 64
+/* A value this large that arrived alone takes its input buffer rather than a copy. */
+#define TAKE_MIN ((size_t)1 << 20)
+/* Bytes read from one connection per wake-up: a client sending a huge value
+ * shares the loop with everyone else. */
+#define READ_ROUNDS 16
 #define ACCEPT_PAUSE_NS (100ull * 1000000ull)
 
 typedef struct entry entry;
@@ -51,8 +59,11 @@ struct entry {
     uint64_t hash;
     unsigned char *val;
     size_t vlen;
+    unsigned char *block; /* the allocation val points into, when it was a client's input buffer */
+    size_t vbytes;        /* bytes the value occupies (charged to the limits) */
     int present; /* 0: placeholder that only exists to hold watchers */
     watch *watchers;
+    conn *owner; /* the connection that set the value (NULL once it left) */
     uint32_t klen;
     unsigned char key[];
 };
@@ -60,6 +71,10 @@ struct entry {
 struct conn {
     int fd;
     int dead, hello_done, closing;
+    int stolen;                /* the last SET took the input buffer as its value */
+    spmd__store_hs hs;         /* until hello_done: nothing but the handshake is read */
+    uint64_t hs_deadline_ns;
+    size_t owned;              /* bytes of the keys and values this connection set */
     char name[64];
     unsigned char *in;
     size_t in_off, in_len, in_cap;
@@ -96,6 +111,12 @@ struct spmd_store_server {
     atomic_int nconns, nparked;
     int accept_paused;
     uint64_t accept_resume_ns;
+    int npending;        /* connections still in their handshake */
+    size_t bytes;        /* keys and values present plus input buffers */
+    spmd__auth auth;
+    spmd__store_limits lim;
+    spmd__ratelimit refusals; /* warnings about strangers */
+    char limit_msg[256]; /* why set_value refused */
     spmd_store_server *reg_next;
 };
 
@@ -190,6 +211,11 @@ static entry *find_or_create(spmd_store_server *s, const unsigned char *k, size_
     return e;
 }
 
+static void free_value(entry *e) {
+    free(e->block ? e->block : e->val);
+    e->block = e->val = NULL;
+}
+
 static void remove_entry(spmd_store_server *s, entry *e) {
     for (entry **pp = &s->buckets[e->hash & (s->nbuckets - 1)]; *pp; pp = &(*pp)->next)
         if (*pp == e) {
@@ -197,7 +223,7 @@ static void remove_entry(spmd_store_server *s, entry *e) {
             break;
         }
     s->nentries--;
-    free(e->val);
+    free_value(e);
     free(e);
 }
 
@@ -253,10 +279,20 @@ static void unpark(spmd_store_server *s, conn *c) {
     atomic_fetch_sub(&s->nparked, 1);
 }
 
+/* The values a leaving connection set stay; they just belong to nobody. */
+static void disown(spmd_store_server *s, conn *c) {
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (entry *e = s->buckets[i]; e; e = e->next)
+            if (e->owner == c) e->owner = NULL;
+    c->owned = 0;
+}
+
 static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) SPMD__PRINTF(4, 5);
 static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) {
     if (c->dead) return;
-    if (spmd__log_enabled(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG)) {
+    /* A stranger (still in its handshake) reconnecting in a loop: rate-limited. */
+    if (warn && !c->hello_done && !spmd__ratelimit_ok(&s->refusals, "store server")) warn = -1;
+    if (warn >= 0 && spmd__log_enabled(warn ? SPMD__LOG_WARN : SPMD__LOG_DEBUG)) {
         char why[512];
         va_list ap;
         va_start(ap, fmt);
@@ -266,6 +302,9 @@ static void drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...) 
                   warn ? "dropping" : "closing", c->name, why);
     }
     unpark(s, c);
+    if (c->owned) disown(s, c);
+    s->bytes -= c->in_cap;
+    if (!c->hello_done) s->npending--;
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -369,20 +408,85 @@ static void fire(spmd_store_server *s, entry *e) {
     }
 }
 
-static int set_value(spmd_store_server *s, entry *e, const void *val, size_t vlen) {
-    unsigned char *copy = malloc(vlen + 1);
-    if (!copy) return -1;
-    if (vlen) memcpy(copy, val, vlen);
-    copy[vlen] = 0;
-    free(e->val);
-    e->val = copy;
+/* Charge (or refund) a present entry's bytes to the store and its owner. */
+static void account(spmd_store_server *s, entry *e, int sign) {
+    size_t n = e->klen + e->vbytes;
+    if (sign > 0) {
+        s->bytes += n;
+        if (e->owner) e->owner->owned += n;
+    } else {
+        s->bytes -= n;
+        if (e->owner) e->owner->owned -= n;
+    }
+}
+
+/* -1: out of memory; -2: over a limit (s->limit_msg says which).  With
+ * take_input, a large value is not copied: the entry takes c's input buffer
+ * (which holds just this request) and points into it. */
+static int set_value_from(spmd_store_server *s, conn *c, entry *e, const void *val, size_t vlen,
+                          int take_input) {
+    const spmd__store_limits *l = &s->lim;
+    size_t vbytes = take_input ? c->in_cap : vlen;
+    size_t old = e->present ? e->klen + e->vbytes : 0, add = e->klen + vbytes;
+    size_t mine = c->owned - (e->present && e->owner == c ? old : 0);
+    if (e->klen > l->max_key || vlen > l->max_value) {
+        snprintf(s->limit_msg, sizeof s->limit_msg,
+                 "key of %u bytes / value of %zu bytes over the store's limit (%zu / %zu: "
+                 "SPMD_STORE_MAX_KEY_BYTES, SPMD_STORE_MAX_VALUE_BYTES)", e->klen, vlen,
+                 l->max_key, l->max_value);
+        return -2;
+    }
+    if (!e->present && s->npresent >= l->max_keys) {
+        snprintf(s->limit_msg, sizeof s->limit_msg,
+                 "the store holds %zu keys, its limit (SPMD_STORE_MAX_KEYS)", s->npresent);
+        return -2;
+    }
+    if (s->bytes - old + add > l->max_bytes) {
+        snprintf(s->limit_msg, sizeof s->limit_msg,
+                 "the store holds %zu bytes; %zu more would pass its limit of %zu "
+                 "(SPMD_STORE_MAX_BYTES)", s->bytes, add, l->max_bytes);
+        return -2;
+    }
+    if (mine + add > l->max_client_bytes) { /* (its input buffer is bounded on arrival) */
+        snprintf(s->limit_msg, sizeof s->limit_msg,
+                 "this client's keys and values hold %zu bytes; %zu more would pass the "
+                 "per-client limit of %zu (SPMD_STORE_MAX_CLIENT_BYTES)", mine, add,
+                 l->max_client_bytes);
+        return -2;
+    }
+    unsigned char *copy = NULL;
+    if (!take_input) {
+        copy = malloc(vlen + 1);
+        if (!copy) return -1;
+        if (vlen) memcpy(copy, val, vlen);
+        copy[vlen] = 0;
+    }
+    if (e->present) account(s, e, -1);
+    free_value(e);
+    if (take_input) {
+        e->block = c->in;
+        e->val = (unsigned char *)val;
+        s->bytes -= c->in_cap; /* now charged as the entry's */
+        c->in = NULL;
+        c->in_cap = c->in_len = c->in_off = 0;
+        c->stolen = 1;
+    } else {
+        e->val = copy;
+    }
     e->vlen = vlen;
+    e->vbytes = vbytes;
+    e->owner = c;
+    account(s, e, +1);
     if (!e->present) {
         e->present = 1;
         s->npresent++;
         fire(s, e);
     }
     return 0;
+}
+
+static int set_value(spmd_store_server *s, conn *c, entry *e, const void *val, size_t vlen) {
+    return set_value_from(s, c, e, val, vlen, 0);
 }
 
 /* Strict decimal int64: optional '-', 1..19 digits, nothing else. */
@@ -510,15 +614,23 @@ static void expire_parked(spmd_store_server *s, uint64_t now) {
 }
 
 /* ---- requests -------------------------------------------------------------- */
+static void set_failed(spmd_store_server *s, conn *c, uint32_t seq, int rc) {
+    if (rc == -2) reply_err(s, c, seq, SPMD_ERR_NOMEM, "store server: %s", s->limit_msg);
+    else reply_err(s, c, seq, SPMD_ERR_NOMEM, "store server out of memory");
+}
+
 static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
     char key[160];
     entry *e = NULL;
+    int rc = -1;
     switch (r->op) {
     case SPMD__STORE_OP_SET:
         e = find_or_create(s, r->key, r->klen);
-        if (!e || set_value(s, e, r->val[0], r->vlen[0])) {
+        if (!e || (rc = set_value_from(s, c, e, r->val[0], r->vlen[0],
+                                       r->vlen[0] >= TAKE_MIN && c->in_off == 0 &&
+                                           r->frame_len == c->in_len))) {
             if (e) maybe_reap(s, e);
-            reply_err(s, c, r->seq, SPMD_ERR_NOMEM, "store server out of memory");
+            set_failed(s, c, r->seq, rc);
             return;
         }
         reply(s, c, r->seq, SPMD_OK, 0, NULL, 0);
@@ -574,9 +686,9 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
         char text[24];
         int n = snprintf(text, sizeof text, "%" PRId64, sum);
         if (!e) e = find_or_create(s, r->key, r->klen);
-        if (!e || set_value(s, e, text, (size_t)n)) {
+        if (!e || (rc = set_value(s, c, e, text, (size_t)n))) {
             if (e) maybe_reap(s, e);
-            reply_err(s, c, r->seq, SPMD_ERR_NOMEM, "store server out of memory");
+            set_failed(s, c, r->seq, rc);
             return;
         }
         reply(s, c, r->seq, SPMD_OK, sum, NULL, 0);
@@ -598,9 +710,9 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
             return;
         }
         if (!e) e = find_or_create(s, r->key, r->klen);
-        if (!e || set_value(s, e, des, dlen)) {
+        if (!e || (rc = set_value(s, c, e, des, dlen))) {
             if (e) maybe_reap(s, e);
-            reply_err(s, c, r->seq, SPMD_ERR_NOMEM, "store server out of memory");
+            set_failed(s, c, r->seq, rc);
             return;
         }
         reply(s, c, r->seq, SPMD_OK, 0, e->val, e->vlen);
@@ -609,8 +721,9 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
     case SPMD__STORE_OP_DELETE:
         e = lookup(s, r->key, r->klen);
         if (e && e->present) {
-            free(e->val);
-            e->val = NULL;
+            account(s, e, -1);
+            e->owner = NULL;
+            free_value(e);
             e->vlen = 0;
             e->present = 0;
             s->npresent--;
@@ -629,37 +742,55 @@ static void execute(spmd_store_server *s, conn *c, const spmd__store_req *r) {
     }
 }
 
+/* One step of the handshake (store/handshake.h) on what is buffered; returns
+ * 1 when the connection is gone or going. */
+static int handshake(spmd_store_server *s, conn *c) {
+    if (c->in_len == c->in_off) return 0;
+    char err[256] = "";
+    unsigned char out[SPMD__STORE_SHELLO_LEN];
+    size_t outlen = 0;
+    int refuse = 0;
+    size_t used = spmd__store_hs_server(&c->hs, &s->auth, s->nconns - s->npending >= s->lim.max_conns,
+                                        c->in + c->in_off, c->in_len - c->in_off, out, &outlen,
+                                        &refuse, err, sizeof err);
+    if (refuse == 2) {
+        drop(s, c, 1, "refused in the handshake: %s", err);
+        return 1;
+    }
+    c->in_off += used;
+    if (outlen) {
+        if (reserve_out(c, outlen)) {
+            drop(s, c, 1, "out of memory");
+            return 1;
+        }
+        memcpy(c->out + c->out_len, out, outlen);
+        c->out_len += outlen;
+    }
+    if (refuse) {
+        if (spmd__ratelimit_ok(&s->refusals, "store server"))
+            SPMD_LOGW("store server: refused client %s: %s", c->name, err);
+        c->closing = 1;
+        flush(s, c);
+        return 1;
+    }
+    if (c->hs.stage == 2) {
+        c->hello_done = 1;
+        s->npending--;
+        SPMD_LOGD("store server: client %s authenticated", c->name);
+    }
+    if (!flush(s, c)) return 1;
+    return 0;
+}
+
 /* Decode and run what is buffered, one request at a time. */
 static void process(spmd_store_server *s, conn *c) {
     char err[256];
-    while (!c->dead && !c->closing) {
+    while (!c->dead && !c->closing && c->in_len > c->in_off) {
         const unsigned char *p = c->in + c->in_off;
         size_t avail = c->in_len - c->in_off;
         if (!c->hello_done) {
-            uint32_t version = 0, word = 0;
-            spmd__wire_result r = spmd__store_decode_hello(p, avail, &version, &word, err, sizeof err);
-            if (r == SPMD__WIRE_MORE) break;
-            if (r == SPMD__WIRE_BAD) {
-                drop(s, c, 1, "%s", err);
-                return;
-            }
-            c->in_off += SPMD__STORE_HELLO_LEN;
-            if (reserve_out(c, SPMD__STORE_HELLO_LEN)) {
-                drop(s, c, 1, "out of memory");
-                return;
-            }
-            int ok = version == SPMD__STORE_VERSION && word == 0;
-            spmd__store_encode_hello(c->out + c->out_len, SPMD__STORE_VERSION,
-                                     ok ? 0u : (uint32_t)SPMD_ERR_MISMATCH);
-            c->out_len += SPMD__STORE_HELLO_LEN;
-            if (!ok) {
-                SPMD_LOGW("store server: refusing client %s: protocol version %u flags %u "
-                          "(server speaks version %u)", c->name, version, word, SPMD__STORE_VERSION);
-                c->closing = 1;
-            } else {
-                c->hello_done = 1;
-            }
-            if (!flush(s, c)) return;
+            if (handshake(s, c)) return;
+            if (!c->hello_done) break;
             continue;
         }
         if (c->parked || c->out_len > c->out_off) break;
@@ -672,12 +803,14 @@ static void process(spmd_store_server *s, conn *c) {
         }
         execute(s, c, &req);
         if (c->dead) return;
-        c->in_off += req.frame_len;
+        if (c->stolen) c->stolen = 0; /* the buffer went with the value */
+        else c->in_off += req.frame_len;
         if (!flush(s, c)) return;
     }
     if (!c->dead && c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
         if (c->in_cap > KEEP_CAP) {
+            s->bytes -= c->in_cap;
             free(c->in);
             c->in = NULL;
             c->in_cap = 0;
@@ -688,29 +821,56 @@ static void process(spmd_store_server *s, conn *c) {
 /* Pull what the socket has (bounded per wake-up), then process it. */
 static void on_readable(spmd_store_server *s, conn *c) {
     int eof = 0;
-    for (int round = 0; round < 64 && !c->dead; round++) {
+    for (int round = 0; round < READ_ROUNDS && !c->dead; round++) {
         if (c->in_off && (c->in_off == c->in_len || c->in_cap - c->in_len < IO_CHUNK)) {
             memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
             c->in_len -= c->in_off;
             c->in_off = 0;
         }
-        if (c->in_cap - c->in_len < IO_CHUNK) {
+        /* Where the request being received ends, once its length is here
+         * (the decoder checks that length; here it only stops the buffer
+         * from growing past the request, never ahead of the bytes). */
+        size_t end = 0;
+        if (c->hello_done && c->in_len - c->in_off >= 4) {
+            end = c->in_off + 4 + (size_t)spmd__get_u32(c->in + c->in_off);
+            if (end <= c->in_len) {
+                if (!c->parked && c->out_off == c->out_len) break; /* serve it first */
+                end = 0; /* it waits its turn: read on as before */
+            }
+        }
+        if (c->in_cap - c->in_len < IO_CHUNK && !(end > c->in_len && end <= c->in_cap)) {
             if (c->in_len >= IN_LIMIT) {
                 drop(s, c, 1, "%zu bytes buffered without a complete request", c->in_len);
                 return;
             }
             size_t cap = c->in_cap ? c->in_cap * 2 : IO_CHUNK;
             if (cap < c->in_len + IO_CHUNK) cap = c->in_len + IO_CHUNK;
+            if (end > c->in_cap && end < cap) cap = end; /* just the request */
             if (cap > IN_LIMIT) cap = IN_LIMIT;
+            size_t more = cap - c->in_cap;
+            if (s->bytes + more > s->lim.max_bytes || cap > s->lim.max_client_bytes) {
+                drop(s, c, 1, "a request of over %zu bytes would pass the store's memory limits "
+                     "(SPMD_STORE_MAX_BYTES %zu, SPMD_STORE_MAX_CLIENT_BYTES %zu)", c->in_len,
+                     s->lim.max_bytes, s->lim.max_client_bytes);
+                return;
+            }
             unsigned char *p = realloc(c->in, cap);
             if (!p) {
                 drop(s, c, 1, "out of memory for its input");
                 return;
             }
+            s->bytes += more;
             c->in = p;
             c->in_cap = cap;
         }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        /* Before the proof checks out, read only the handshake's fixed size. */
+        size_t room = c->in_cap - c->in_len;
+        if (!c->hello_done) {
+            size_t want = spmd__store_hs_want(&c->hs), have = c->in_len - c->in_off;
+            if (have >= want) break;
+            if (room > want - have) room = want - have;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
         if (n > 0) {
             c->in_len += (size_t)n;
             continue;
@@ -729,6 +889,27 @@ static void on_readable(spmd_store_server *s, conn *c) {
              c->hello_done ? "request" : "handshake", c->in_len - c->in_off);
     else
         drop(s, c, 0, "it closed the connection");
+}
+
+/* Too many connections in their handshake: drop the oldest (the list is
+ * newest first), which has had the longest to prove itself. */
+static void shed_pending(spmd_store_server *s) {
+    conn *old = NULL;
+    for (conn *c = s->conns; c; c = c->next)
+        if (!c->hello_done) old = c;
+    if (old) drop(s, old, 1, "%d connections in their handshake (SPMD_STORE_MAX_PENDING)", s->npending);
+}
+
+/* Connections that did not finish their handshake in time go. */
+static void expire_handshakes(spmd_store_server *s, uint64_t now) {
+    conn *c = s->conns;
+    while (c) {
+        conn *next = c->next;
+        if (!c->hello_done && !c->dead && now >= c->hs_deadline_ns)
+            drop(s, c, 1, "no valid handshake within %d ms (SPMD_HANDSHAKE_TIMEOUT_MS)",
+                 s->lim.handshake_ms);
+        c = next;
+    }
 }
 
 static void accept_all(spmd_store_server *s) {
@@ -753,6 +934,8 @@ static void accept_all(spmd_store_server *s) {
         }
         c->fd = fd;
         spmd__sock_name(fd, 1, c->name, sizeof c->name);
+        c->hs_deadline_ns = spmd__now_ns() + (uint64_t)s->lim.handshake_ms * 1000000ull;
+        if (s->npending >= s->lim.max_pending) shed_pending(s);
         c->events = EPOLLIN | EPOLLRDHUP;
         struct epoll_event ev = {.events = c->events, .data.ptr = c};
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -765,6 +948,7 @@ static void accept_all(spmd_store_server *s) {
         if (s->conns) s->conns->prev = c;
         s->conns = c;
         atomic_fetch_add(&s->nconns, 1);
+        s->npending++;
         SPMD_LOGD("store server: client %s connected", c->name);
     }
 }
@@ -775,6 +959,9 @@ static int next_timeout_ms(spmd_store_server *s, uint64_t now) {
     for (conn *c = s->parked; c; c = c->pnext)
         if (c->park_deadline_ns < best) best = c->park_deadline_ns;
     if (s->accept_paused && s->accept_resume_ns < best) best = s->accept_resume_ns;
+    if (s->npending > 0)
+        for (conn *c = s->conns; c; c = c->next)
+            if (!c->hello_done && c->hs_deadline_ns < best) best = c->hs_deadline_ns;
     if (best == UINT64_MAX) return -1;
     if (best <= now) return 0;
     uint64_t ms = (best - now + 999999ull) / 1000000ull; /* round up: never early */
@@ -817,6 +1004,7 @@ spmd_status spmd_store_server_run(spmd_store_server *s) {
         }
         uint64_t now = spmd__now_ns();
         expire_parked(s, now);
+        if (s->npending > 0) expire_handshakes(s, now);
         if (s->accept_paused && now >= s->accept_resume_ns) {
             struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
             if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) == 0) s->accept_paused = 0;
@@ -873,12 +1061,13 @@ static void destroy(spmd_store_server *s) {
         entry *e = s->buckets[i];
         while (e) {
             entry *next = e->next;
-            free(e->val);
+            free_value(e);
             free(e);
             e = next;
         }
     }
     free(s->buckets);
+    memset(&s->auth, 0, sizeof s->auth);
     if (s->lfd >= 0) close(s->lfd);
     if (s->epfd >= 0) close(s->epfd);
     if (s->wakefd >= 0) close(s->wakefd);
@@ -895,6 +1084,13 @@ spmd_status spmd_store_server_open(const char *host, int port, spmd_store_server
     pthread_mutex_init(&s->mu, NULL);
     s->seed = spmd__now_ns() ^ (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32);
     char e2[SPMD__ERRLEN];
+    spmd_status st = spmd__store_limits_from_env(&s->lim, e2, sizeof e2);
+    if (!st) st = spmd__auth_ensure(e2, sizeof e2);
+    if (!st) st = spmd__auth_get(&s->auth, e2, sizeof e2);
+    if (st) {
+        destroy(s);
+        return spmd__fail(err, errlen, st, "store server: %s", e2);
+    }
     s->lfd = spmd__listen(host, port, SOMAXCONN, &s->port, e2, sizeof e2);
     if (s->lfd < 0) {
         destroy(s);

@@ -29,7 +29,7 @@
 #include "spmd/store.h"
 
 #define SPMD__STORE_MAGIC 0x564B5053u /* bytes 'S' 'P' 'K' 'V' */
-#define SPMD__STORE_VERSION 1u
+#define SPMD__STORE_VERSION 2u
 #define SPMD__STORE_HELLO_LEN 12u
 
 enum {

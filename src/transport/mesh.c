@@ -1,19 +1,22 @@
 /* mesh.c — every rank connects to every lower rank and accepts every higher
  * one; the store tells each rank where the others listen.  Dependencies only
  * point downwards (rank r waits for ranks < r to accept), so there is no cycle:
- * rank 0 only accepts. */
+ * rank 0 only accepts.  Handshake and its rules: transport.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+#include "auth/ratelimit.h"
 #include "transport.h"
 
-/* How long an accepted connection may take to send its hello before we drop
- * it: a silent stray client must not stall the mesh. */
-#define HELLO_GRACE_MS 2000
+/* Connections judged at once; past this the oldest pending one is dropped. */
+#define MAX_PENDING 64
+#define DEFAULT_HANDSHAKE_MS 3000
 
 static const char *verdict_text(uint32_t v) {
     switch (v) {
@@ -22,8 +25,17 @@ static const char *verdict_text(uint32_t v) {
     case SPMD__HELLO_BAD_RANK: return "rank or channel out of range";
     case SPMD__HELLO_DUPLICATE: return "rank already connected (duplicate rank?)";
     case SPMD__HELLO_BAD_WORLD: return "world size differs";
+    case SPMD__HELLO_AUTH_REQUIRED:
+        return "no job secret (the job authenticates; set SPMD_AUTH_TOKEN or SPMD_AUTH_FILE)";
+    case SPMD__HELLO_AUTH_FAILED: return "wrong job secret";
     }
     return "unknown verdict";
+}
+
+static int handshake_ms(void) {
+    long v = DEFAULT_HANDSHAKE_MS;
+    spmd__env_int("SPMD_HANDSHAKE_TIMEOUT_MS", 50, 600000, &v);
+    return (int)v;
 }
 
 static void close_all(int **fds, int nchan, int world) {
@@ -32,9 +44,47 @@ static void close_all(int **fds, int nchan, int world) {
             if (fds[c][p] >= 0) { close(fds[c][p]); fds[c][p] = -1; }
 }
 
-static spmd_status connect_lower(spmd_store *store, int rank, int world, uint64_t job_id,
-                                 int nchan, int peer, int **fds, int64_t deadline, char *err,
-                                 size_t errlen) {
+/* One connection to a lower rank: SPMD_ERR_REMOTE when the acceptor closed
+ * before its verdict (it may have shed us under a flood: worth a retry). */
+static spmd_status connect_once(const spmd__auth *a, const char *host, int port, int rank,
+                                int world, uint64_t job_id, int c, int peer, int *out,
+                                int64_t deadline, char *err, size_t errlen) {
+    char cerr[SPMD__ERRLEN];
+    int fd = spmd__connect(host, port, deadline, cerr, sizeof cerr);
+    if (fd < 0) return spmd__fail(err, errlen, SPMD_ERR_TIMEOUT, "rank %d: %s", peer, cerr);
+    unsigned char first[SPMD__MESH_FIRST_LEN], reply[SPMD__MESH_REPLY_LEN];
+    unsigned char proof[SPMD__MESH_PROOF_LEN], verdict[4];
+    spmd__hello h = {job_id, (uint32_t)rank, (uint32_t)world, (uint32_t)c,
+                     a->on ? SPMD__MESH_FLAG_AUTH : 0u};
+    spmd__hello_encode(&h, first);
+    spmd_status st = spmd__auth_random(first + SPMD__HELLO_LEN, SPMD__AUTH_NONCE);
+    if (st) snprintf(cerr, sizeof cerr, "no randomness for a nonce");
+    if (!st) st = spmd__write_full(fd, first, sizeof first, deadline, NULL, cerr, sizeof cerr);
+    if (!st) st = spmd__read_full(fd, reply, sizeof reply, deadline, NULL, cerr, sizeof cerr);
+    if (!st) st = spmd__mesh_hs_prove(a, first, reply, proof, cerr, sizeof cerr);
+    if (!st) st = spmd__write_full(fd, proof, sizeof proof, deadline, NULL, cerr, sizeof cerr);
+    if (!st) st = spmd__read_full(fd, verdict, sizeof verdict, deadline, NULL, cerr, sizeof cerr);
+    if (st) {
+        close(fd);
+        return spmd__fail(err, errlen, st, "handshake with rank %d at %s:%d: %s", peer, host, port,
+                          cerr);
+    }
+    uint32_t v = spmd__get_u32(verdict);
+    if (v != SPMD__HELLO_OK) {
+        close(fd);
+        return spmd__fail(err, errlen,
+                          v == SPMD__HELLO_DUPLICATE ? SPMD_ERR_INVALID
+                          : v >= SPMD__HELLO_AUTH_REQUIRED ? SPMD_ERR_PROTOCOL
+                                                           : SPMD_ERR_MISMATCH,
+                          "rank %d refused rank %d's connection: %s", peer, rank, verdict_text(v));
+    }
+    *out = fd;
+    return SPMD_OK;
+}
+
+static spmd_status connect_lower(const spmd__auth *a, spmd_store *store, int rank, int world,
+                                 uint64_t job_id, int nchan, int peer, int **fds, int64_t deadline,
+                                 char *err, size_t errlen) {
     char key[32];
     snprintf(key, sizeof key, "addr/%d", peer);
     void *val = NULL;
@@ -51,65 +101,129 @@ static spmd_status connect_lower(spmd_store *store, int rank, int world, uint64_
     }
     free(val);
     for (int c = 0; c < nchan; c++) {
-        char cerr[SPMD__ERRLEN];
-        int fd = spmd__connect(host, port, deadline, cerr, sizeof cerr);
-        if (fd < 0) return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d: %s", peer, cerr);
-        unsigned char hello[SPMD__HELLO_LEN], verdict[4];
-        spmd__hello h = {job_id, (uint32_t)rank, (uint32_t)world, (uint32_t)c};
-        spmd__hello_encode(&h, hello);
-        st = spmd__write_full(fd, hello, sizeof hello, deadline, NULL, cerr, sizeof cerr);
-        if (!st) st = spmd__read_full(fd, verdict, sizeof verdict, deadline, NULL, cerr, sizeof cerr);
-        if (st) {
-            close(fd);
-            return spmd__fail(err, errlen, st, "handshake with rank %d at %s:%d: %s", peer, host, port,
-                              cerr);
+        for (;;) {
+            st = connect_once(a, host, port, rank, world, job_id, c, peer, &fds[c][peer], deadline,
+                              err, errlen);
+            if (st != SPMD_ERR_REMOTE || spmd__remaining_ms(deadline) == 0) break;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
         }
-        uint32_t v = spmd__get_u32(verdict);
-        if (v != SPMD__HELLO_OK) {
-            close(fd);
-            return spmd__fail(err, errlen, v == SPMD__HELLO_DUPLICATE ? SPMD_ERR_INVALID : SPMD_ERR_MISMATCH,
-                              "rank %d refused rank %d's connection: %s", peer, rank, verdict_text(v));
-        }
-        fds[c][peer] = fd;
+        if (st == SPMD_ERR_TIMEOUT && spmd__remaining_ms(deadline) != 0) st = SPMD_ERR_REMOTE;
+        if (st) return st;
     }
     return SPMD_OK;
 }
 
-/* Read and judge one hello; returns 1 if the connection was kept. */
-static int accept_one(int lfd, int rank, int world, uint64_t job_id, int nchan, int **fds,
-                      int64_t deadline) {
-    int fd = spmd__accept(lfd);
-    if (fd < 0) return 0;
-    char cerr[SPMD__ERRLEN], who[80];
-    spmd__sock_name(fd, 1, who, sizeof who);
-    unsigned char buf[SPMD__HELLO_LEN];
-    int64_t d = spmd__now_ms() + HELLO_GRACE_MS;
-    if (d > deadline) d = deadline;
-    spmd__hello h;
-    spmd_status st = spmd__read_full(fd, buf, sizeof buf, d, NULL, cerr, sizeof cerr);
-    if (!st) st = spmd__hello_decode(buf, &h, cerr, sizeof cerr);
-    if (st) {
-        SPMD_LOGW("rank %d: dropped a connection from %s: %s", rank, who, cerr);
-        close(fd);
-        return 0;
-    }
-    uint32_t verdict = SPMD__HELLO_OK;
-    if (h.job_id != job_id) verdict = SPMD__HELLO_BAD_JOB;
-    else if (h.world != (uint32_t)world) verdict = SPMD__HELLO_BAD_WORLD;
-    else if (h.rank <= (uint32_t)rank || h.rank >= (uint32_t)world || h.channel >= (uint32_t)nchan)
-        verdict = SPMD__HELLO_BAD_RANK;
-    else if (fds[h.channel][h.rank] >= 0) verdict = SPMD__HELLO_DUPLICATE;
+/* ---- the acceptor: every pending connection judged at once ------------------ */
+typedef struct {
+    int fd;
+    int stage; /* 0: reading the first 64 bytes; 1: reading the proof */
+    size_t got;
+    int64_t deadline;
+    unsigned char first[SPMD__MESH_FIRST_LEN];
+    unsigned char proof[SPMD__MESH_PROOF_LEN];
+    unsigned char nonce_s[32];
+    char who[80];
+} pending;
+
+typedef struct {
+    const spmd__auth *a;
+    int rank, world, nchan;
+    uint64_t job_id;
+    int **fds;
+    pending p[MAX_PENDING];
+    int n;
+    spmd__ratelimit refusals;
+} acceptor;
+
+static void forget(acceptor *ac, int i, const char *why, const char *detail) {
+    if (why && spmd__ratelimit_ok(&ac->refusals, "mesh listener")) SPMD_LOGW("rank %d: dropped a connection from %s: %s%s", ac->rank, ac->p[i].who, why,
+                       detail ? detail : "");
+    close(ac->p[i].fd);
+    ac->p[i] = ac->p[--ac->n];
+}
+
+static void send_verdict(acceptor *ac, int i, uint32_t verdict, const spmd__hello *h) {
+    pending *p = &ac->p[i];
     unsigned char v[4];
     spmd__put_u32(v, verdict);
-    st = spmd__write_full(fd, v, sizeof v, d, NULL, cerr, sizeof cerr);
+    char cerr[SPMD__ERRLEN];
+    spmd_status st = spmd__write_full(p->fd, v, sizeof v, p->deadline, NULL, cerr, sizeof cerr);
     if (verdict != SPMD__HELLO_OK || st) {
-        SPMD_LOGW("rank %d: refused a connection from %s claiming rank %u: %s", rank, who, h.rank,
-                  verdict != SPMD__HELLO_OK ? verdict_text(verdict) : cerr);
-        close(fd);
+        if (spmd__ratelimit_ok(&ac->refusals, "mesh listener"))
+            SPMD_LOGW("rank %d: refused a connection from %s claiming rank %u: %s", ac->rank,
+                      p->who, h->rank, verdict != SPMD__HELLO_OK ? verdict_text(verdict) : cerr);
+        forget(ac, i, NULL, NULL);
+        return;
+    }
+    ac->fds[h->channel][h->rank] = p->fd;
+    ac->p[i] = ac->p[--ac->n];
+}
+
+/* Read what arrived on pending connection i and move it on; returns 1 when a
+ * connection joined the mesh. */
+static int advance(acceptor *ac, int i) {
+    pending *p = &ac->p[i];
+    unsigned char *buf = p->stage == 0 ? p->first : p->proof;
+    size_t want = p->stage == 0 ? SPMD__MESH_FIRST_LEN : SPMD__MESH_PROOF_LEN;
+    ssize_t r = recv(p->fd, buf + p->got, want - p->got, MSG_DONTWAIT);
+    if (r == 0) {
+        forget(ac, i, "closed during the handshake", NULL);
         return 0;
     }
-    fds[h.channel][h.rank] = fd;
-    return 1;
+    if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+        forget(ac, i, "recv: ", strerror(errno));
+        return 0;
+    }
+    p->got += (size_t)r;
+    if (p->got < want) return 0;
+    char cerr[SPMD__ERRLEN];
+    spmd__hello h;
+    if (spmd__hello_decode(p->first, &h, cerr, sizeof cerr)) {
+        forget(ac, i, cerr, NULL);
+        return 0;
+    }
+    if (p->stage == 0) {
+        unsigned char reply[SPMD__MESH_REPLY_LEN];
+        if (spmd__mesh_hs_reply(ac->a, p->first, p->nonce_s, reply) ||
+            spmd__write_full(p->fd, reply, sizeof reply, p->deadline, NULL, cerr, sizeof cerr)) {
+            forget(ac, i, "could not send the challenge", NULL);
+            return 0;
+        }
+        p->stage = 1;
+        p->got = 0;
+        return 0;
+    }
+    uint32_t verdict = spmd__mesh_hs_check(ac->a, p->first, p->nonce_s, p->proof);
+    if (verdict == SPMD__HELLO_OK) {
+        if (h.job_id != ac->job_id) verdict = SPMD__HELLO_BAD_JOB;
+        else if (h.world != (uint32_t)ac->world) verdict = SPMD__HELLO_BAD_WORLD;
+        else if (h.rank <= (uint32_t)ac->rank || h.rank >= (uint32_t)ac->world ||
+                 h.channel >= (uint32_t)ac->nchan)
+            verdict = SPMD__HELLO_BAD_RANK;
+        else if (ac->fds[h.channel][h.rank] >= 0) verdict = SPMD__HELLO_DUPLICATE;
+    }
+    send_verdict(ac, i, verdict, &h);
+    return verdict == SPMD__HELLO_OK;
+}
+
+static void take_new(acceptor *ac, int lfd, int hs_ms) {
+    for (;;) {
+        int fd = spmd__accept(lfd);
+        if (fd < 0) return;
+        if (ac->n == MAX_PENDING) { /* the oldest has had the longest to speak */
+            int old = 0;
+            for (int i = 1; i < ac->n; i++)
+                if (ac->p[i].deadline < ac->p[old].deadline) old = i;
+            forget(ac, old, "too many connections in their handshake", NULL);
+        }
+        pending *p = &ac->p[ac->n++];
+        memset(p, 0, sizeof *p);
+        p->fd = fd;
+        p->deadline = spmd__now_ms() + hs_ms;
+        spmd__sock_name(fd, 1, p->who, sizeof p->who);
+    }
 }
 
 spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t job_id, int nchan,
@@ -118,27 +232,62 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
     for (int c = 0; c < nchan; c++)
         for (int p = 0; p < world; p++) fds[c][p] = -1;
     if (world <= 1) return SPMD_OK;
+    static spmd__auth zero_auth;
+    spmd__auth *a = malloc(sizeof *a);
+    acceptor *ac = calloc(1, sizeof *ac);
+    if (!a || !ac) {
+        free(a);
+        free(ac);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "rank %d: out of memory", rank);
+    }
+    char aerr[SPMD__ERRLEN];
+    spmd_status st = spmd__auth_get(a, aerr, sizeof aerr);
+    if (st) {
+        free(a);
+        free(ac);
+        return spmd__fail(err, errlen, st, "rank %d: %s", rank, aerr);
+    }
     int port = 0;
     int lfd = spmd__listen(bind_host, 0, 512, &port, err, errlen);
-    if (lfd < 0) return SPMD_ERR_SYSTEM;
+    if (lfd < 0) {
+        *a = zero_auth;
+        free(a);
+        free(ac);
+        return SPMD_ERR_SYSTEM;
+    }
     char key[32], val[300];
     snprintf(key, sizeof key, "addr/%d", rank);
     snprintf(val, sizeof val, "%d %s", port, bind_host);
-    spmd_status st = spmd_store_set(store, key, val, strlen(val));
-    if (st) {
-        close(lfd);
-        return spmd__fail(err, errlen, st, "publishing rank %d's address: %s", rank,
-                          spmd_store_errmsg(store));
-    }
+    st = spmd_store_set(store, key, val, strlen(val));
+    if (st)
+        st = spmd__fail(err, errlen, st, "publishing rank %d's address: %s", rank,
+                        spmd_store_errmsg(store));
     for (int p = 0; p < rank && !st; p++)
-        st = connect_lower(store, rank, world, job_id, nchan, p, fds, deadline, err, errlen);
-    int expected = (world - 1 - rank) * nchan, got = 0;
+        st = connect_lower(a, store, rank, world, job_id, nchan, p, fds, deadline, err, errlen);
+    *ac = (acceptor){.a = a, .rank = rank, .world = world, .nchan = nchan, .job_id = job_id,
+                     .fds = fds};
+    int expected = (world - 1 - rank) * nchan, got = 0, hs_ms = handshake_ms();
+    struct pollfd pfd[MAX_PENDING + 1];
     while (!st && got < expected) {
-        struct pollfd pfd = {.fd = lfd, .events = POLLIN, .revents = 0};
+        int64_t now = spmd__now_ms(), wake = deadline;
+        for (int i = 0; i < ac->n;) {
+            if (ac->p[i].deadline <= now) {
+                char d[64];
+                snprintf(d, sizeof d, "%d ms (SPMD_HANDSHAKE_TIMEOUT_MS)", hs_ms);
+                forget(ac, i, "no complete handshake within ", d);
+                continue;
+            }
+            if (ac->p[i].deadline < wake) wake = ac->p[i].deadline;
+            i++;
+        }
+        pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        for (int i = 0; i < ac->n; i++) pfd[i + 1] = (struct pollfd){.fd = ac->p[i].fd, .events = POLLIN};
         int left = spmd__remaining_ms(deadline);
-        int r = left == 0 ? 0 : poll(&pfd, 1, left);
+        int until = wake == deadline ? left : (int)(wake - now);
+        if (left >= 0 && until > left) until = left;
+        int r = left == 0 ? 0 : poll(pfd, (nfds_t)ac->n + 1, until);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
+        if (r < 0 || (r == 0 && spmd__remaining_ms(deadline) == 0)) {
             char missing[200] = "";
             size_t used = 0;
             for (int p = rank + 1; p < world && used + 12 < sizeof missing; p++)
@@ -147,9 +296,17 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
                             "rank %d: timed out waiting for rank(s)%s to connect", rank, missing);
             break;
         }
-        got += accept_one(lfd, rank, world, job_id, nchan, fds, deadline);
+        /* Walk backwards: advance() may move the last entry into slot i. */
+        int n = ac->n;
+        for (int i = n - 1; i >= 0; i--)
+            if (pfd[i + 1].revents) got += advance(ac, i);
+        if (pfd[0].revents & POLLIN) take_new(ac, lfd, hs_ms);
     }
+    while (ac->n) forget(ac, 0, NULL, NULL);
     close(lfd);
+    *a = zero_auth; /* wipe the secret's copy */
+    free(a);
+    free(ac);
     if (st) close_all(fds, nchan, world);
     return st;
 }

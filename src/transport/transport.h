@@ -1,37 +1,73 @@
 /* src/transport/transport.h — building the full mesh of TCP connections
- * between the ranks of a group, with a handshake on every connection.
+ * between the ranks of a group, with an authenticated handshake on every
+ * connection.
  *
  * Each rank listens on one port (published in the store as "addr/<rank>"),
  * connects to every lower rank and accepts every higher rank, `nchan` times
- * per pair (one connection per channel).  The first 32 bytes on every
- * connection are a hello: magic, protocol version, job id, rank, world size,
- * channel.  The acceptor answers with a 4-byte verdict; a hello from another
- * job, a rank out of range, a duplicate rank/channel or garbage is refused,
- * logged and dropped, and the mesh building carries on. */
+ * per pair (one connection per channel).  The handshake (protocol 2):
+ *
+ *   connector -> acceptor  hello (32 bytes: magic, version, job id, rank,
+ *                          world size, channel, flags bit 0 = has a secret)
+ *                          + 32-byte nonce_c
+ *   acceptor -> connector  u32 flags (bit 0: authenticates) + 32-byte nonce_s
+ *                          + proof_a = HMAC(secret, "spmd-mesh-acceptor" |
+ *                          hello | nonce_c | nonce_s)  (zeros without auth)
+ *   connector -> acceptor  proof_c = HMAC(secret, "spmd-mesh-connector" |
+ *                          hello | nonce_c | nonce_s)  (zeros without a secret)
+ *   acceptor -> connector  u32 verdict
+ *
+ * Both sides prove the job secret (src/auth); a connector never accepts an
+ * acceptor that cannot.  The acceptor reads nothing but these 96 fixed bytes
+ * from a peer before the proof checks out, judges all pending connections at
+ * once (a silent one cannot hold up the others) and drops any that has not
+ * finished within SPMD_HANDSHAKE_TIMEOUT_MS.  Another job, a rank out of
+ * range, a duplicate rank/channel, a wrong secret or garbage is refused,
+ * logged with its address and dropped; the mesh building carries on. */
 #ifndef SPMD_TRANSPORT_H
 #define SPMD_TRANSPORT_H
 
 #include <stdint.h>
 #include "common/common.h"
 #include "spmd/store.h"
+#include "auth/auth.h"
 
 #define SPMD__HELLO_MAGIC 0x444d5053u /* "SPMD" little-endian */
-#define SPMD__PROTO_VERSION 1u
+#define SPMD__PROTO_VERSION 2u
 #define SPMD__HELLO_LEN 32
+
+#define SPMD__MESH_FLAG_AUTH 1u
+#define SPMD__MESH_FIRST_LEN 64 /* hello + nonce_c */
+#define SPMD__MESH_REPLY_LEN 68 /* flags + nonce_s + proof_a */
+#define SPMD__MESH_PROOF_LEN 32
 
 typedef struct {
     uint64_t job_id;
     uint32_t rank, world, channel;
+    uint32_t flags;
 } spmd__hello;
 
 void spmd__hello_encode(const spmd__hello *h, unsigned char out[SPMD__HELLO_LEN]);
-/* Checks magic and version only; the caller checks the fields against its own. */
+/* Checks magic, version and flags only; the caller checks the fields against its own. */
 spmd_status spmd__hello_decode(const unsigned char in[SPMD__HELLO_LEN], spmd__hello *out,
                                char *err, size_t errlen);
 
 /* Verdicts sent back by the acceptor. */
 enum { SPMD__HELLO_OK = 0, SPMD__HELLO_BAD_JOB = 1, SPMD__HELLO_BAD_RANK = 2,
-       SPMD__HELLO_DUPLICATE = 3, SPMD__HELLO_BAD_WORLD = 4 };
+       SPMD__HELLO_DUPLICATE = 3, SPMD__HELLO_BAD_WORLD = 4, SPMD__HELLO_AUTH_REQUIRED = 5,
+       SPMD__HELLO_AUTH_FAILED = 6 };
+
+/* The challenge-response around the hello (pure, no I/O; hello.c). */
+/* Acceptor: build the reply to a connector's first 64 bytes (fills nonce_s). */
+spmd_status spmd__mesh_hs_reply(const spmd__auth *a, const unsigned char first[SPMD__MESH_FIRST_LEN],
+                                unsigned char nonce_s[32], unsigned char reply[SPMD__MESH_REPLY_LEN]);
+/* Acceptor: the verdict on the connector's proof (SPMD__HELLO_OK or _AUTH_*). */
+uint32_t spmd__mesh_hs_check(const spmd__auth *a, const unsigned char first[SPMD__MESH_FIRST_LEN],
+                             const unsigned char nonce_s[32],
+                             const unsigned char proof[SPMD__MESH_PROOF_LEN]);
+/* Connector: check the acceptor's reply and compute our proof. */
+spmd_status spmd__mesh_hs_prove(const spmd__auth *a, const unsigned char first[SPMD__MESH_FIRST_LEN],
+                                const unsigned char reply[SPMD__MESH_REPLY_LEN],
+                                unsigned char proof[SPMD__MESH_PROOF_LEN], char *err, size_t errlen);
 
 /* Build the mesh.  fds[c][p] receives the socket to peer p on channel c
  * (-1 for p == rank).  fds[c] must point to arrays of `world` ints.

@@ -10,6 +10,8 @@
 # usage: elastic.sh SPMDRUN WORKER
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
+# Several nodes share one job secret, as a user exports it before a multi-node job.
+SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
 mkfifo "$TMP/n0.fifo" "$TMP/n1.fifo"
 # Hold both fifos open read-write, so the agents can open them before we read
 # (start_host waits for node 0's stderr first); closed once the writers are gone.

@@ -8,6 +8,8 @@
 # usage: multinode.sh SPMDRUN WORKER
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
+# Several nodes share one job secret, as a user exports it before a multi-node job.
+SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
 
 run_pair() { # TAG WORKER-ARGS...   (both nodes share one --log-dir, like a shared file system)
     _tag=$1

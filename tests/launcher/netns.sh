@@ -8,6 +8,8 @@
 # usage: netns.sh SPMDRUN WORKER ALLREDUCE
 SPMDRUN=$1 WORKER=$2 PROG=$3
 . "$(dirname "$0")/lib.sh"
+# Several nodes share one job secret, as a user exports it before a multi-node job.
+SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
 
 command -v ip >/dev/null 2>&1 || { echo "SKIP: no 'ip' command (iproute2)"; exit 77; }
 # Namespaces left by a run that was SIGKILLed (a ctest timeout): named after a dead pid.

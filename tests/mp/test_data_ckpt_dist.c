@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
+#include "spmd/auth.h"
 #include "spmd/data.h"
 #include "spmd/group.h"
 
@@ -80,6 +81,11 @@ static int body(int rank, int world) {
 }
 
 int main(int argc, char **argv) {
+    /* Ranks forked before any store exists meet as mpirun'd ones do: with a
+     * job secret from the environment. */
+    char token[SPMD_AUTH_TOKEN_CHARS + 1];
+    REQUIRE(spmd_auth_new_token(token) == SPMD_OK);
+    setenv("SPMD_AUTH_TOKEN", token, 1);
     const char *t = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/spmd-ckdist-XXXXXX", t && *t ? t : "/tmp");
     REQUIRE(mkdtemp(dir));

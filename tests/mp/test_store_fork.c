@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "../unit/test_store_util.h"
+#include "spmd/auth.h"
 
 enum { RANKS = 6, ADDS = 100 };
 
@@ -173,6 +174,11 @@ static void test_forked_ranks(void) {
 }
 
 int main(void) {
+    /* The ranks are forked before the server exists (see above), so they get
+     * the job secret the way mpirun'd ranks do: from the environment. */
+    char token[SPMD_AUTH_TOKEN_CHARS + 1];
+    REQUIRE(spmd_auth_new_token(token) == SPMD_OK);
+    setenv("SPMD_AUTH_TOKEN", token, 1);
     test_server_killed(); /* first, while this process has no other thread */
     test_forked_ranks();
     TEST_MAIN_END();

@@ -27,6 +27,7 @@ ip -n "$NS1" link set "v1_$ID" up
 
 # The namespaces are private to this test: a fixed port inside them can't clash.
 export MASTER_ADDR=$A0 MASTER_PORT=29500 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 SPMD_TIMEOUT=60 SPMD_TEST_NETNS=1
+SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN # the job secret
 pids=""
 for r in 0 1 2 3; do
     ns=$NS0; [ $r -ge 2 ] && ns=$NS1

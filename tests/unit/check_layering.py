@@ -6,7 +6,7 @@ rest through public headers).  Prints every offending include; exit 1 if
 there is one.  Usage: check_layering.py REPO_ROOT"""
 import os, re, sys
 
-ORDER = ["common", "store", "transport", "coll", "group", "ddp", "rpc", "parallel"]
+ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "parallel"]
 SIDE = {"nn": {"common"}, "data": {"common", "nn"}}  # the training stack
 
 def allowed(src, dst):

@@ -181,10 +181,7 @@ static void *mute_server(void *arg) {
         if (poll(&p, 1, 1000) > 0) fd = spmd__accept(m->lfd);
     }
     if (fd < 0) return NULL;
-    unsigned char h[SPMD__STORE_HELLO_LEN];
-    if (spmd__read_full(fd, h, sizeof h, dl, NULL, err, sizeof err)) goto out;
-    spmd__store_encode_hello(h, SPMD__STORE_VERSION, 0);
-    if (spmd__write_full(fd, h, sizeof h, dl, NULL, err, sizeof err)) goto out;
+    if (!tsu_server_handshake(fd, dl)) goto out;
     unsigned char req[2][256];
     spmd__store_req r[2];
     for (int i = 0; i < 2; i++) {

@@ -39,15 +39,7 @@ static int closed_by_server(int fd) {
     }
 }
 
-static int handshake(int fd) {
-    unsigned char h[SPMD__STORE_HELLO_LEN];
-    spmd__store_encode_hello(h, SPMD__STORE_VERSION, 0);
-    if (!raw_send(fd, h, sizeof h)) return 0;
-    char err[128];
-    if (spmd__read_full(fd, h, sizeof h, spmd__deadline(5000), NULL, err, sizeof err)) return 0;
-    uint32_t v, w;
-    return spmd__store_decode_hello(h, sizeof h, &v, &w, err, sizeof err) == SPMD__WIRE_OK && w == 0;
-}
+static int handshake(int fd) { return tsu_client_handshake(fd); }
 
 /* A good client does a full set/get/add cycle. */
 static int good_client_works(spmd_store *c, int round) {

@@ -7,6 +7,7 @@
 #include "common/common.h"
 #include "harness.h"
 #include "spmd/store.h"
+#include "store/handshake.h"
 #include "store/store_internal.h"
 
 /* REQUIRE for void functions. */
@@ -65,6 +66,41 @@ static inline int tsu_wait_conns(const spmd_store_server *s, int conns, int time
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* A raw socket's side of the store handshake with this process's secret:
+ * as a client (returns 1 when accepted) or as a scripted server. */
+static inline int tsu_client_handshake(int fd) {
+    spmd__auth a;
+    char err[256];
+    unsigned char ch[SPMD__STORE_CHELLO_LEN], sh[SPMD__STORE_SHELLO_LEN], proof[32], v[4];
+    int64_t dl = spmd__deadline(5000);
+    return spmd__auth_get(&a, err, sizeof err) == SPMD_OK &&
+           spmd__store_hs_client_hello(&a, ch) == SPMD_OK &&
+           spmd__write_full(fd, ch, sizeof ch, dl, NULL, err, sizeof err) == SPMD_OK &&
+           spmd__read_full(fd, sh, sizeof sh, dl, NULL, err, sizeof err) == SPMD_OK &&
+           spmd__store_hs_client_check(&a, ch, sh, proof, err, sizeof err) == SPMD_OK &&
+           spmd__write_full(fd, proof, sizeof proof, dl, NULL, err, sizeof err) == SPMD_OK &&
+           spmd__read_full(fd, v, 4, dl, NULL, err, sizeof err) == SPMD_OK && spmd__get_u32(v) == 0;
+}
+
+static inline int tsu_server_handshake(int fd, int64_t dl) {
+    spmd__auth a;
+    spmd__store_hs hs;
+    memset(&hs, 0, sizeof hs);
+    char err[256];
+    unsigned char in[SPMD__STORE_CHELLO_LEN], out[SPMD__STORE_SHELLO_LEN];
+    size_t outlen = 0;
+    int refuse = 0;
+    if (spmd__auth_get(&a, err, sizeof err)) return 0;
+    for (int stage = 0; stage < 2; stage++) {
+        size_t want = spmd__store_hs_want(&hs);
+        if (spmd__read_full(fd, in, want, dl, NULL, err, sizeof err)) return 0;
+        if (spmd__store_hs_server(&hs, &a, 0, in, want, out, &outlen, &refuse, err, sizeof err) != want ||
+            refuse || spmd__write_full(fd, out, outlen, dl, NULL, err, sizeof err))
+            return 0;
+    }
+    return hs.stage == 2;
 }
 
 static inline double tsu_ms_since(uint64_t t0_ns) { return (double)(spmd__now_ns() - t0_ns) / 1e6; }

@@ -35,6 +35,7 @@ static void guard_main(int rfd) {
     }
     static int32_t groups[GUARD_MAX];
     int n = 0;
+    pid_t agent = getppid(); /* still alive on a normal exit: spared by the sweep */
     for (;;) {
         int32_t rec[2];
         ssize_t got = read(rfd, rec, sizeof rec);
@@ -51,6 +52,7 @@ static void guard_main(int rfd) {
         }
     }
     for (int i = 0; i < n; i++) kill(-(pid_t)groups[i], SIGKILL);
+    sr_trust_guard_sweep(agent); /* and whatever left its group (trust.c) */
     _exit(0);
 }
 

@@ -248,6 +248,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "spmdrun: signalfd: %s\n", strerror(errno));
         return 1;
     }
+    if (sr_trust_setup(&cfg, err, sizeof err)) {
+        fprintf(stderr, "spmdrun: %s\n", err);
+        return 2;
+    }
     if (sr_guard_start(&a, err, sizeof err)) {
         fprintf(stderr, "spmdrun: cannot start the guard process: %s\n", err);
         return 1;
@@ -365,6 +369,7 @@ int main(int argc, char **argv) {
 out:
     sr_rdzv_close(a.rdzv);
     spmd_store_server_stop(srv);
+    sr_trust_sweep(&a, NULL, 0); /* nothing the job started outlives it */
     sr_guard_stop(&a);
     close(a.sigfd);
     if (a.stop_signal) {

@@ -39,9 +39,11 @@ size_t sr_failure_format(const sr_failure *f, char *out, size_t outlen) {
                      "  rank      : %d (local_rank: %d)\n"
                      "  exitcode  : %d (pid: %d)\n"
                      "  error     : %s\n"
+                     "%s%s%s"
                      "%s%s",
                      f->rank, f->when, f->host, f->rank, f->local_rank, f->exit_code,
-                     (int)f->pid, error, f->tail[0] ? "  stderr (last lines):\n" : "", f->tail);
+                     (int)f->pid, error, f->note[0] ? "  note      : " : "", f->note,
+                     f->note[0] ? "\n" : "", f->tail[0] ? "  stderr (last lines):\n" : "", f->tail);
     if (n < 0) return 0;
     return (size_t)n < outlen ? (size_t)n : outlen - 1;
 }

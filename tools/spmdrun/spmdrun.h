@@ -173,6 +173,16 @@ void sr_guard_remove(sr_agent *a, pid_t pgid);
 /* Close the pipe and reap the guard. */
 void sr_guard_stop(sr_agent *a);
 
+/* ---- trust.c: the job secret and the job's descendants --------------------- */
+/* Generate the job secret (single node, none given) or check the user's; mark
+ * this agent's descendants; become a child subreaper.  Before any thread. */
+int sr_trust_setup(const sr_config *cfg, char *err, size_t errlen);
+/* Kill every marked descendant and reap adopted children (not the guard, not
+ * the `keep` pids). */
+void sr_trust_sweep(const sr_agent *a, const pid_t *keep, int nkeep);
+/* In the guard once spmdrun is gone (or, on a normal exit, spares `agent`). */
+void sr_trust_guard_sweep(pid_t agent);
+
 /* ---- supervise.c: one attempt of the local worker group ------------------- */
 typedef struct {
     int valid;
@@ -183,6 +193,7 @@ typedef struct {
     char when[32];                  /* wall clock, torch's format */
     char host[SR_HOST_MAX];
     char tail[SR_TAIL_BYTES + 256]; /* last stderr lines, indented */
+    char note[128];                 /* "exited after rank 2 died (SIGKILL)" or "" */
 } sr_failure;
 
 typedef enum {

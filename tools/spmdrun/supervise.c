@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth/procs.h"
 #include "common/common.h"
 #include "spmdrun.h"
 
@@ -166,11 +167,32 @@ static void fill_failure(const attempt *at, const worker *w, sr_failure *f) {
     sr_stream_tail(&w->err, SR_TAIL_LINES, "    ", f->tail, sizeof f->tail);
 }
 
+/* Reap worker i (its zombie exists); 1 when it failed. */
+static int reap_one(attempt *at, int i) {
+    worker *w = &at->w[i];
+    kill(-w->pid, SIGKILL); /* whatever the worker left behind in its group */
+    int st = 0;
+    while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    w->running = 0;
+    w->status = st;
+    sr_now_text(w->when, sizeof w->when);
+    sr_guard_remove(at->a, w->pid);
+    int64_t eof = spmd__now_ms() + EOF_GRACE_MS;
+    w->out.eof_deadline_ms = w->err.eof_deadline_ms = eof;
+    return failed_status(st);
+}
+
 /* Reap every worker that exited.  Failures seen while RUNNING are the
- * attempt's root cause (lowest local rank of the batch) and other failures;
- * their reports are written once the pipes are drained. */
+ * attempt's root cause and other failures; their reports are written once the
+ * pipes are drained.  The root cause is a death by a signal when the batch has
+ * one: a rank that exited because it saw a peer's connection close did so
+ * after that peer began to die, and a peer that has begun to die is still
+ * collected here (spmd__proc_exiting) before anyone is named — so a survivor
+ * that exited first is never blamed. */
 static void reap(attempt *at) {
-    int first_of_batch = -1;
+    int batch[at->n > 0 ? at->n : 1];
+    int nb = 0;
     for (int i = 0; i < at->n; i++) {
         worker *w = &at->w[i];
         if (!w->running) continue;
@@ -180,25 +202,26 @@ static void reap(attempt *at) {
          * group id cannot be reused, so the group kill below is safe. */
         if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
             continue;
-        kill(-w->pid, SIGKILL); /* whatever the worker left behind in its group */
-        int st = 0;
-        while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        w->running = 0;
-        w->status = st;
-        sr_now_text(w->when, sizeof w->when);
-        sr_guard_remove(at->a, w->pid);
-        int64_t eof = spmd__now_ms() + EOF_GRACE_MS;
-        w->out.eof_deadline_ms = w->err.eof_deadline_ms = eof;
-        if (at->ph == RUNNING && failed_status(st)) {
-            if (first_of_batch < 0) first_of_batch = i;
-            else if (at->nothers < at->others_cap) at->others[at->nothers++] = i;
-        }
+        if (reap_one(at, i) && at->ph == RUNNING) batch[nb++] = i;
     }
-    if (first_of_batch >= 0) {
-        at->root = first_of_batch;
-        begin_stop(at, SR_ATTEMPT_FAILED, SIGTERM);
+    if (nb == 0) return;
+    int root = batch[0];
+    if (!WIFSIGNALED(at->w[root].status)) {
+        for (int i = 0; i < at->n; i++) {
+            worker *w = &at->w[i];
+            if (!w->running || !spmd__proc_exiting(w->pid)) continue;
+            if (reap_one(at, i)) batch[nb++] = i; /* dying: the wait is short */
+        }
+        for (int k = 0; k < nb; k++)
+            if (WIFSIGNALED(at->w[batch[k]].status)) {
+                root = batch[k];
+                break;
+            }
     }
+    at->root = root;
+    for (int k = 0; k < nb; k++)
+        if (batch[k] != root && at->nothers < at->others_cap) at->others[at->nothers++] = batch[k];
+    begin_stop(at, SR_ATTEMPT_FAILED, SIGTERM);
 }
 
 static int spawn_all(attempt *at, char *err, size_t errlen) {
@@ -422,7 +445,15 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     }
 
     if (at.root >= 0) fill_failure(&at, &at.w[at.root], fail);
-    for (int k = 0; k < at.nothers; k++) fill_failure(&at, &at.w[at.others[k]], &others[k]);
+    for (int k = 0; k < at.nothers; k++) {
+        fill_failure(&at, &at.w[at.others[k]], &others[k]);
+        if (fail->valid && !others[k].signo)
+            snprintf(others[k].note, sizeof others[k].note,
+                     "exited after rank %d %s (%s) - not the root cause", fail->rank,
+                     fail->signo ? "died" : "failed",
+                     fail->signo ? sr_signal_name(fail->signo) : "see below");
+    }
+    sr_trust_sweep(a, NULL, 0); /* descendants that left their group go with the attempt */
     *nothers = at.nothers;
     for (int i = 0; i < at.n; i++) {
         sr_stream_free(&at.w[i].out);

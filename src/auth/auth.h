@@ -1,0 +1,54 @@
+/* src/auth/auth.h — the job secret and the challenge-response that every store
+ * and mesh connection runs before anything else is read from the peer.
+ *
+ * The secret (docs/SECURITY.md): SPMD_AUTH_TOKEN (at least 32 characters), or
+ * the first line of the file named by SPMD_AUTH_FILE (which must not be
+ * readable by group or others), or a random 256-bit token generated in this
+ * process (spmd__auth_ensure: a store server, spmd_spawn) and inherited by
+ * forked children.  SPMD_AUTH=off turns authentication off, loudly.
+ *
+ * The proof: each side sends a fresh 32-byte nonce; each proves knowledge of
+ * the secret with HMAC-SHA256(secret, label | transcript | nonce_a | nonce_b),
+ * where the labels differ by role (so a proof cannot be reflected) and the
+ * transcript binds what the connection claims (e.g. rank and job id).  Proofs
+ * are compared in constant time (CRYPTO_memcmp).  libcrypto (OpenSSL). */
+#ifndef SPMD_AUTH_INTERNAL_H
+#define SPMD_AUTH_INTERNAL_H
+
+#include <stddef.h>
+#include "common/common.h"
+
+#define SPMD__AUTH_NONCE 32
+#define SPMD__AUTH_MAC 32
+#define SPMD__AUTH_MAX_SECRET 1024
+#define SPMD__AUTH_MIN_SECRET 32
+
+typedef struct {
+    int on;                                  /* 0: SPMD_AUTH=off or no secret known */
+    unsigned char key[SPMD__AUTH_MAX_SECRET];
+    size_t keylen;
+    const char *source;                      /* "SPMD_AUTH_TOKEN", "SPMD_AUTH_FILE", "generated" */
+} spmd__auth;
+
+/* This process's secret.  SPMD_OK with a->on = 0 when authentication is off
+ * (SPMD_AUTH=off) or when no secret is configured (a->source says which);
+ * an error (SPMD_ERR_INVALID) when a configured secret is unusable. */
+spmd_status spmd__auth_get(spmd__auth *a, char *err, size_t errlen);
+/* 1 when SPMD_AUTH=off (logs the warning once per process). */
+int spmd__auth_disabled(void);
+/* Make sure a secret exists: when none is configured (and auth is not off),
+ * generate a random one and keep it for this process and its forked children. */
+spmd_status spmd__auth_ensure(char *err, size_t errlen);
+/* The secret as a token string for a child's environment; "" when off/none. */
+spmd_status spmd__auth_token(char *out, size_t outlen, char *err, size_t errlen);
+
+/* Cryptographically random bytes (RAND_bytes). */
+spmd_status spmd__auth_random(void *buf, size_t n);
+/* mac = HMAC-SHA256(key, label | a | b | c). */
+void spmd__auth_mac(const spmd__auth *key, const char *label, const void *a, size_t alen,
+                    const void *b, size_t blen, const void *c, size_t clen,
+                    unsigned char mac[SPMD__AUTH_MAC]);
+/* Constant-time comparison of two proofs: 1 when equal. */
+int spmd__auth_equal(const unsigned char *x, const unsigned char *y, size_t n);
+
+#endif

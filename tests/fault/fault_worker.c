@@ -1,0 +1,112 @@
+/* fault_worker.c — a worker for the fault scripts, started by spmdrun.
+ *   FAULT_MODE=kill    all_reduce FAULT_ITERS times (FAULT_BYTES each); rank
+ *                      FAULT_VICTIM SIGKILLs itself before iteration FAULT_AT.
+ *                      A survivor whose collective fails exits 3.
+ *   FAULT_MODE=orphan  start a grandchild in its own session (setsid) that
+ *                      sleeps, write its pid to FAULT_DIR/<rank>.pid, then
+ *                      exit 0 (FAULT_HANG unset) or wait forever.
+ *   FAULT_MODE=intrude rank 0 starts a copy of itself without the job secret
+ *                      that tries the store (must be refused); then every
+ *                      rank all_reduces and checks the sum. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spmd/group.h"
+#include "spmd/store.h"
+
+static int envi(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static int orphan(void) {
+    const char *dir = getenv("FAULT_DIR");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setsid();
+        execlp("sleep", "sleep", "600", (char *)NULL);
+        _exit(127);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.pid", dir ? dir : ".", getenv("RANK") ? getenv("RANK") : "x");
+    FILE *f = fopen(path, "w");
+    if (!f) return 1;
+    fprintf(f, "%d\n", (int)pid);
+    fclose(f);
+    if (getenv("FAULT_HANG")) for (;;) pause();
+    return 0;
+}
+
+/* Without the secret: connect must fail, so nothing can be read or written. */
+static int intruder(void) {
+    unsetenv("SPMD_AUTH_TOKEN");
+    unsetenv("SPMD_AUTH_FILE");
+    setenv("SPMD_LOG_LEVEL", "error", 1);
+    spmd_store *c = NULL;
+    char err[512];
+    const char *host = getenv("MASTER_ADDR");
+    if (spmd_store_connect(host, envi("MASTER_PORT", 0), 5000, &c, err, sizeof err) == SPMD_OK) {
+        void *v = NULL;
+        size_t n = 0;
+        spmd_store_try_get(c, "addr/0", &v, &n);
+        fprintf(stderr, "INTRUDER GOT IN (read %zu bytes)\n", n);
+        free(v);
+        spmd_store_close(c);
+        return 1;
+    }
+    fprintf(stderr, "intruder refused: %s\n", err);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = getenv("FAULT_MODE") ? getenv("FAULT_MODE") : "kill";
+    if (argc > 1 && !strcmp(argv[1], "intruder")) return intruder();
+    if (!strcmp(mode, "orphan")) return orphan();
+    spmd_group_opts o = SPMD_GROUP_OPTS_DEFAULT;
+    o.timeout_ms = 60000;
+    spmd_group *g = NULL;
+    char err[512];
+    if (spmd_group_init(&o, &g, err, sizeof err) != SPMD_OK) {
+        fprintf(stderr, "group init failed: %s\n", err);
+        return 3;
+    }
+    int rank = spmd_group_rank(g), world = spmd_group_size(g);
+    if (!strcmp(mode, "intrude") && rank == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/proc/self/exe", argv[0], "intruder", (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "the intruder was not refused\n");
+            return 1;
+        }
+    }
+    size_t bytes = (size_t)envi("FAULT_BYTES", 4), n = bytes / 4 ? bytes / 4 : 1;
+    int iters = envi("FAULT_ITERS", 10), victim = envi("FAULT_VICTIM", -1), at = envi("FAULT_AT", 0);
+    int32_t *v = malloc(n * sizeof *v);
+    if (!v) return 1;
+    for (int it = 0; it < iters; it++) {
+        if (rank == victim && it == at) raise(SIGKILL);
+        for (size_t i = 0; i < n; i++) v[i] = rank + 1;
+        if (spmd_all_reduce(g, v, v, n, SPMD_I32, SPMD_SUM) != SPMD_OK) {
+            fprintf(stderr, "rank %d: all_reduce %d failed: %s\n", rank, it, spmd_group_errmsg(g));
+            return 3; /* the group failed: not the root cause */
+        }
+        if (v[0] != world * (world + 1) / 2 || v[n - 1] != v[0]) {
+            fprintf(stderr, "rank %d: wrong sum %d\n", rank, v[0]);
+            return 1;
+        }
+    }
+    free(v);
+    spmd_group_destroy(g);
+    return 0;
+}
