@@ -1,0 +1,555 @@
+/* agent.c — the RPC agent: init, handler registry, the dispatcher thread,
+ * calls, shutdown. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "rpc_internal.h"
+
+spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) {
+    char buf[SPMD__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->errmsg, sizeof r->errmsg, "%s", buf);
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+const char *spmd_rpc_errmsg(const spmd_rpc *r) { return r ? r->errmsg : "no rpc agent"; }
+int spmd_rpc_rank(const spmd_rpc *r) { return r ? r->rank : -1; }
+int spmd_rpc_world_size(const spmd_rpc *r) { return r ? r->world : 0; }
+spmd_group *spmd_rpc_group(spmd_rpc *r) { return r ? r->g : NULL; }
+
+spmd_status spmd_rpc_worker_by_name(spmd_rpc *r, const char *name, spmd_rpc_worker_info *out) {
+    if (!r || !name || !out) return SPMD_ERR_INVALID;
+    for (int i = 0; i < r->world; i++)
+        if (strcmp(r->names[i], name) == 0) return spmd_rpc_worker_by_rank(r, i, out);
+    return spmd__rpc_error(r, SPMD_ERR_NOTFOUND, "rpc: no worker named '%s'", name);
+}
+
+spmd_status spmd_rpc_worker_by_rank(spmd_rpc *r, int rank, spmd_rpc_worker_info *out) {
+    if (!r || !out) return SPMD_ERR_INVALID;
+    if (rank < 0 || rank >= r->world)
+        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: rank %d out of range (world %d)", rank, r->world);
+    snprintf(out->name, sizeof out->name, "%s", r->names[rank]);
+    out->rank = rank;
+    return SPMD_OK;
+}
+
+/* ---- handlers ------------------------------------------------------------ */
+spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
+                              const spmd_rpc_sig *sig) {
+    if (!r || !name || !fn) return SPMD_ERR_INVALID;
+    if (!*name || strlen(name) >= SPMD_RPC_MAX_NAME)
+        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler name '%s' must have 1-%d characters", name,
+                               SPMD_RPC_MAX_NAME - 1);
+    if (sig && (sig->nargs > SPMD_RPC_MAX_TENSORS || (sig->nargs > 0 && !sig->args)))
+        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler '%s': bad signature", name);
+    rpc_handler *h = calloc(1, sizeof *h);
+    if (!h) return SPMD_ERR_NOMEM;
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->fn = fn;
+    h->ctx = ctx;
+    if (sig) {
+        h->has_sig = 1;
+        h->sig = *sig;
+        if (sig->nargs > 0) {
+            h->shapes = malloc(sizeof(spmd_rpc_shape) * (size_t)sig->nargs);
+            if (!h->shapes) {
+                free(h);
+                return SPMD_ERR_NOMEM;
+            }
+            memcpy(h->shapes, sig->args, sizeof(spmd_rpc_shape) * (size_t)sig->nargs);
+        }
+        h->sig.args = h->shapes;
+    }
+    pthread_mutex_lock(&r->mu);
+    for (rpc_handler **pp = &r->handlers; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0) {
+            rpc_handler *old = *pp;
+            h->next = old->next;
+            *pp = h;
+            pthread_mutex_unlock(&r->mu);
+            free(old->shapes);
+            free(old);
+            return SPMD_OK;
+        }
+    h->next = r->handlers;
+    r->handlers = h;
+    pthread_mutex_unlock(&r->mu);
+    return SPMD_OK;
+}
+
+/* A copy of the handler (its shapes copied too: free copy->shapes). */
+const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy) {
+    const rpc_handler *found = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (rpc_handler *h = r->handlers; h; h = h->next)
+        if (strcmp(h->name, name) == 0) {
+            *copy = *h;
+            copy->shapes = NULL;
+            if (h->sig.nargs > 0) {
+                copy->shapes = malloc(sizeof(spmd_rpc_shape) * (size_t)h->sig.nargs);
+                if (copy->shapes) memcpy(copy->shapes, h->shapes, sizeof(spmd_rpc_shape) * (size_t)h->sig.nargs);
+                else copy->has_sig = 0, copy->sig.nargs = -1;
+            }
+            copy->sig.args = copy->shapes;
+            found = copy;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    return found;
+}
+
+static void shape_str(char *buf, size_t len, spmd_dtype dt, int ndim, const int64_t *shape) {
+    size_t o = (size_t)snprintf(buf, len, "%s[", spmd_dtype_name(dt));
+    for (int d = 0; d < ndim && o < len; d++)
+        o += (size_t)snprintf(buf + o, len - o, d ? ",%lld" : "%lld", (long long)shape[d]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+int spmd__rpc_check_sig(const rpc_handler *h, const spmd_rpc_msg *m, char *err, size_t errlen) {
+    const spmd_rpc_sig *s = &h->sig;
+    if (m->plen > s->max_payload && !s->any_payload) {
+        snprintf(err, errlen, "handler '%s' takes at most %zu payload bytes, got %zu", h->name, s->max_payload, m->plen);
+        return 0;
+    }
+    if (s->nargs < 0) return 1;
+    if (m->n != s->nargs) {
+        snprintf(err, errlen, "handler '%s' takes %d tensors, got %d", h->name, s->nargs, m->n);
+        return 0;
+    }
+    for (int i = 0; i < s->nargs; i++) {
+        const spmd_rpc_shape *want = &s->args[i];
+        const spmd_rpc_tensor *t = &m->t[i];
+        int ok = t->dtype == want->dtype && (want->ndim < 0 || want->ndim == t->ndim);
+        for (int d = 0; ok && want->ndim >= 0 && d < want->ndim; d++)
+            if (want->shape[d] >= 0 && want->shape[d] != t->shape[d]) ok = 0;
+        if (!ok) {
+            char a[128], b[128];
+            shape_str(a, sizeof a, want->dtype, want->ndim < 0 ? 0 : want->ndim, want->shape);
+            shape_str(b, sizeof b, t->dtype, t->ndim, t->shape);
+            snprintf(err, errlen, "handler '%s': argument %d should be %s (-1: any), got %s", h->name, i, a, b);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- the dispatcher -------------------------------------------------------- */
+static void send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]) {
+    rpc_frame f;
+    spmd__rpc_frame_init(&f, kind, 0, NULL);
+    if (aux) memcpy(f.h.aux, aux, sizeof f.h.aux);
+    char err[SPMD__ERRLEN];
+    if (spmd__rpc_send(r, dst, &f, NULL, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
+}
+
+/* A request that cannot be served: answer it with an error at once. */
+static void reject(spmd_rpc *r, int src, const rpc_frame *f, spmd_status st, const char *why) {
+    SPMD_LOGW("rpc: rank %d: bad request from rank %d: %s", r->rank, src, why);
+    if (f->h.magic != RPC_MAGIC || f->h.kind == RPC_K_RESP || f->h.kind >= RPC_K_SD_READY) return;
+    atomic_fetch_add(&r->recv_req, 1);
+    spmd_rpc_call *c = spmd__rpc_call_new(r, src, RPC_K_CALL, f->h.id, f->h.name);
+    if (!c) return;
+    snprintf(c->err, sizeof c->err, "%s", why);
+    atomic_fetch_add(&r->active, 1);
+    spmd__rpc_reply(c, st);
+}
+
+static void on_response(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m) {
+    spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
+    if (!fut) {
+        /* A late answer to a call that timed out. */
+        SPMD_LOGI("rpc: rank %d: answer %llu from rank %d matches no pending call", r->rank,
+                  (unsigned long long)f->h.id, src);
+        spmd_rpc_msg_free(m);
+        return;
+    }
+    if (f->h.status != SPMD_OK) {
+        size_t len = 0;
+        const char *txt = m ? spmd_rpc_msg_payload(m, &len) : NULL;
+        char err[SPMD__ERRLEN];
+        snprintf(err, sizeof err, "%.*s", (int)(txt ? strnlen(txt, len) : 0), txt ? txt : "");
+        spmd_status st = f->h.status < 0 && f->h.status > -100 ? (spmd_status)f->h.status : SPMD_ERR_REMOTE;
+        spmd__rpc_future_complete(fut, st, NULL, err);
+        spmd_rpc_msg_free(m);
+    } else {
+        spmd__rpc_future_complete(fut, SPMD_OK, m, NULL);
+    }
+    spmd_rpc_future_free(fut);
+}
+
+static void on_request(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m) {
+    atomic_fetch_add(&r->recv_req, 1);
+    int kind = f->h.kind;
+    spmd_rpc_call *c = spmd__rpc_call_new(r, src, kind, f->h.id, f->h.name);
+    if (!c) {
+        spmd_rpc_msg_free(m);
+        return;
+    }
+    c->args = m;
+    c->rref_id = f->h.rref_id;
+    c->fork_id = f->h.fork_id;
+    atomic_fetch_add(&r->active, 1);
+    if (spmd__rpc_serve_inline(c)) return;
+    if (kind == RPC_K_REMOTE) {
+        /* Registered before anything later from any worker can ask for it. */
+        c->entry = spmd__rpc_entry_create(r, c->rref_id, c->fork_id);
+        if (!c->entry) {
+            spmd__rpc_reply(c, SPMD_ERR_NOMEM);
+            return;
+        }
+    }
+    spmd__rpc_enqueue(r, c);
+}
+
+static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
+    switch (f->h.kind) {
+    case RPC_K_SD_READY:
+        pthread_mutex_lock(&r->mu);
+        r->sd_ready++;
+        pthread_cond_broadcast(&r->scv);
+        pthread_mutex_unlock(&r->mu);
+        break;
+    case RPC_K_SD_QUERY: {
+        uint64_t aux[4] = {f->h.aux[0], (uint64_t)atomic_load(&r->active), atomic_load(&r->sent_req),
+                           atomic_load(&r->recv_req)};
+        send_small(r, src, RPC_K_SD_STATE, aux);
+        break;
+    }
+    case RPC_K_SD_STATE:
+        pthread_mutex_lock(&r->mu);
+        if (f->h.aux[0] == r->sd_round) {
+            r->sd_states++;
+            for (int i = 0; i < 3; i++) r->sd_sum[i] += f->h.aux[i + 1];
+            pthread_cond_broadcast(&r->scv);
+        }
+        pthread_mutex_unlock(&r->mu);
+        break;
+    case RPC_K_SD_FIN:
+        pthread_mutex_lock(&r->mu);
+        if (r->rank == 0) r->sd_fin_acks++;
+        else r->sd_fin = 1;
+        pthread_cond_broadcast(&r->scv);
+        pthread_mutex_unlock(&r->mu);
+        if (r->rank != 0) send_small(r, 0, RPC_K_SD_FIN, NULL);
+        break;
+    }
+}
+
+static int dispatcher_done(spmd_rpc *r) {
+    pthread_mutex_lock(&r->mu);
+    int done = r->rank == 0 ? r->sd_fin_acks == r->world - 1 : r->sd_fin;
+    pthread_mutex_unlock(&r->mu);
+    return done;
+}
+
+static void *dispatcher_main(void *arg) {
+    spmd_rpc *r = arg;
+    rpc_frame *f = malloc(sizeof *f);
+    if (!f) {
+        atomic_store(&r->broken, 1);
+        return NULL;
+    }
+    while (!dispatcher_done(r)) {
+        int src = -1;
+        spmd_status st = spmd_recv(r->g, f, RPC_FRAME_BYTES, SPMD_U8, SPMD_ANY_SOURCE, RPC_TAG_FRAME, &src);
+        if (st == SPMD_ERR_MISMATCH) {
+            /* A frame of the wrong size: consumed and refused, the sender is told. */
+            SPMD_LOGW("rpc: rank %d: dropped a frame: %s", r->rank, spmd_group_errmsg(r->g));
+            continue;
+        }
+        if (st != SPMD_OK) {
+            snprintf(r->broken_msg, sizeof r->broken_msg, "%s", spmd_group_errmsg(r->g));
+            atomic_store(&r->broken, 1);
+            spmd__rpc_fail_all(r, st == SPMD_ERR_TIMEOUT ? SPMD_ERR_REMOTE : st, r->broken_msg);
+            break;
+        }
+        if (f->h.magic != RPC_MAGIC || f->h.version != RPC_VERSION || f->h.kind == 0 || f->h.kind >= RPC_K_LAST) {
+            reject(r, src, f, SPMD_ERR_PROTOCOL, "not an rpc frame (bad magic, version or kind)");
+            continue;
+        }
+        if (f->h.kind >= RPC_K_SD_READY) {
+            on_shutdown_frame(r, src, f);
+            continue;
+        }
+        spmd_rpc_msg *m = NULL;
+        char err[SPMD__ERRLEN];
+        st = spmd__rpc_recv_body(r, src, f, &m, err, sizeof err);
+        if (st != SPMD_OK) {
+            char why[SPMD__ERRLEN + 32];
+            snprintf(why, sizeof why, "malformed frame: %s", err);
+            if (f->h.kind == RPC_K_RESP) {
+                spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
+                SPMD_LOGW("rpc: rank %d: %s", r->rank, why);
+                if (fut) {
+                    spmd__rpc_future_complete(fut, SPMD_ERR_PROTOCOL, NULL, why);
+                    spmd_rpc_future_free(fut);
+                }
+            } else {
+                reject(r, src, f, SPMD_ERR_PROTOCOL, why);
+            }
+            continue;
+        }
+        if (f->h.kind == RPC_K_RESP) on_response(r, src, f, m);
+        else on_request(r, src, f, m);
+    }
+    free(f);
+    return NULL;
+}
+
+/* ---- init ------------------------------------------------------------------ */
+static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_opts *o,
+                         spmd_rpc **out, char *err, size_t errlen) {
+    spmd_rpc_opts def = SPMD_RPC_OPTS_DEFAULT;
+    if (!o) o = &def;
+    int world = spmd_group_size(g), rank = spmd_group_rank(g);
+    int *all = malloc(sizeof(int) * (size_t)world);
+    if (!all) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < world; i++) all[i] = i;
+    spmd_group *pg = NULL;
+    spmd_status st = spmd_group_new_subgroup(g, all, world, &pg);
+    free(all);
+    if (st != SPMD_OK)
+        return spmd__fail(err, errlen, st, "rpc init: private group: %s", spmd_group_errmsg(g));
+    spmd_rpc *r = calloc(1, sizeof *r);
+    char (*names)[SPMD_RPC_MAX_NAME] = calloc((size_t)world, SPMD_RPC_MAX_NAME);
+    if (!r || !names) {
+        free(r);
+        free(names);
+        spmd_group_destroy(pg);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    }
+    r->g = pg;
+    r->env_group = env_group;
+    r->rank = rank;
+    r->world = world;
+    r->names = names;
+    long env_threads = 0;
+    int threads = o->threads > 0 ? o->threads
+                  : spmd__env_int("SPMD_RPC_THREADS", 1, 1024, &env_threads) == SPMD_OK ? (int)env_threads : 4;
+    r->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->fmu, NULL);
+    pthread_mutex_init(&r->qmu, NULL);
+    pthread_cond_init(&r->qcv, NULL);
+    pthread_cond_init(&r->wcv, NULL);
+    pthread_cond_init(&r->scv, NULL);
+    atomic_init(&r->next_fork, 1);
+
+    char mine[SPMD_RPC_MAX_NAME] = {0};
+    if (o->name && (!*o->name || strlen(o->name) >= SPMD_RPC_MAX_NAME))
+        snprintf(mine, sizeof mine, "%s", "");   /* reported after the exchange, by every rank */
+    else if (o->name) snprintf(mine, sizeof mine, "%s", o->name);
+    else snprintf(mine, sizeof mine, "worker%d", rank);
+    st = spmd_all_gather(pg, mine, names, SPMD_RPC_MAX_NAME, SPMD_U8);
+    if (st != SPMD_OK) {
+        spmd__fail(err, errlen, st, "rpc init: exchanging names: %s", spmd_group_errmsg(pg));
+        goto fail;
+    }
+    for (int i = 0; i < world; i++) {
+        names[i][SPMD_RPC_MAX_NAME - 1] = 0;
+        if (!names[i][0]) {
+            st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "rpc init: rank %d's worker name is empty or longer than %d",
+                            i, SPMD_RPC_MAX_NAME - 1);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0) {
+                st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "rpc init: ranks %d and %d are both named '%s'", j, i,
+                                names[i]);
+                goto fail;
+            }
+    }
+    st = spmd__rpc_pool_start(r, threads);
+    if (st != SPMD_OK) {
+        spmd__fail(err, errlen, st, "rpc init: starting %d handler threads failed", threads);
+        goto fail;
+    }
+    if (pthread_create(&r->watchdog, NULL, spmd__rpc_watchdog, r) == 0) r->have_watchdog = 1;
+    if (world > 1 && pthread_create(&r->dispatcher, NULL, dispatcher_main, r) == 0) r->have_dispatcher = 1;
+    if (!r->have_watchdog || (world > 1 && !r->have_dispatcher)) {
+        st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "rpc init: starting threads failed");
+        spmd_rpc_shutdown(r, 0);
+        return st;
+    }
+    *out = r;
+    return SPMD_OK;
+fail:
+    spmd__rpc_pool_stop(r);
+    spmd_group_destroy(pg);
+    free(names);
+    free(r);
+    return st;
+}
+
+spmd_status spmd_rpc_init(spmd_group *g, const spmd_rpc_opts *o, spmd_rpc **out, char *err,
+                          size_t errlen) {
+    if (!g || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "rpc init: NULL group or output");
+    return start(g, NULL, o, out, err, errlen);
+}
+
+spmd_status spmd_rpc_init_env(const spmd_group_opts *go, const spmd_rpc_opts *o, spmd_rpc **out,
+                              char *err, size_t errlen) {
+    if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "rpc init: NULL output");
+    spmd_group *g = NULL;
+    spmd_status st = spmd_group_init(go, &g, err, errlen);
+    if (st != SPMD_OK) return st;
+    st = start(g, g, o, out, err, errlen);
+    if (st != SPMD_OK) spmd_group_destroy(g);
+    return st;
+}
+
+/* ---- calls ----------------------------------------------------------------- */
+spmd_status spmd_rpc_async(spmd_rpc *r, int dst, const char *fn, const spmd_rpc_msg *args,
+                           int timeout_ms, spmd_rpc_future **out) {
+    if (!r || !fn || !out) return SPMD_ERR_INVALID;
+    *out = NULL;
+    if (!*fn || strlen(fn) >= SPMD_RPC_MAX_NAME)
+        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler name '%s' must have 1-%d characters", fn,
+                               SPMD_RPC_MAX_NAME - 1);
+    spmd_rpc_future *f = NULL;
+    spmd_status st = spmd__rpc_request(r, dst, RPC_K_CALL, fn, 0, 0, args, timeout_ms, &f);
+    if (st != SPMD_OK) {
+        spmd_rpc_future_free(f);
+        return st;
+    }
+    *out = f;
+    return SPMD_OK;
+}
+
+spmd_status spmd_rpc_sync(spmd_rpc *r, int dst, const char *fn, const spmd_rpc_msg *args,
+                          int timeout_ms, spmd_rpc_msg **result) {
+    spmd_rpc_future *f = NULL;
+    spmd_status st = spmd_rpc_async(r, dst, fn, args, timeout_ms, &f);
+    if (st != SPMD_OK) return st;
+    st = spmd_rpc_future_wait(f, -1);
+    if (st == SPMD_OK && result) st = spmd_rpc_future_take(f, result);
+    if (st != SPMD_OK) spmd__rpc_error(r, st, "%s", f->err);
+    spmd_rpc_future_free(f);
+    return st;
+}
+
+/* ---- shutdown ------------------------------------------------------------- */
+/* Rank 0: rounds of counters until two rounds in a row show nothing in
+ * flight and no request sent in between (torch's graceful shutdown does
+ * the same with its all-worker counts). */
+static spmd_status leader_wait_quiet(spmd_rpc *r, int64_t deadline) {
+    pthread_mutex_lock(&r->mu);
+    while (r->sd_ready < r->world - 1 && !atomic_load(&r->broken) && spmd__now_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&r->scv, &r->mu, &ts);
+    }
+    pthread_mutex_unlock(&r->mu);
+    uint64_t prev_sent = UINT64_MAX;
+    int backoff_us = 0;
+    while (!atomic_load(&r->broken) && spmd__now_ms() < deadline) {
+        pthread_mutex_lock(&r->mu);
+        r->sd_round++;
+        r->sd_states = 0;
+        memset(r->sd_sum, 0, sizeof r->sd_sum);
+        uint64_t round = r->sd_round;
+        pthread_mutex_unlock(&r->mu);
+        uint64_t aux[4] = {round, 0, 0, 0};
+        for (int i = 1; i < r->world; i++) send_small(r, i, RPC_K_SD_QUERY, aux);
+        pthread_mutex_lock(&r->mu);
+        while (r->sd_states < r->world - 1 && !atomic_load(&r->broken) && spmd__now_ms() < deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&r->scv, &r->mu, &ts);
+        }
+        uint64_t active = r->sd_sum[0] + (uint64_t)atomic_load(&r->active);
+        uint64_t sent = r->sd_sum[1] + atomic_load(&r->sent_req);
+        uint64_t recvd = r->sd_sum[2] + atomic_load(&r->recv_req);
+        int complete = r->sd_states == r->world - 1;
+        pthread_mutex_unlock(&r->mu);
+        (void)recvd;   /* raw frames from non-agents count as received: not compared */
+        if (complete && active == 0 && sent == prev_sent) return SPMD_OK;
+        prev_sent = complete && active == 0 ? sent : UINT64_MAX;
+        if (prev_sent == UINT64_MAX) {
+            struct timespec ts = {0, (long)backoff_us * 1000};
+            if (backoff_us) nanosleep(&ts, NULL);
+            backoff_us = backoff_us ? (backoff_us < 20000 ? backoff_us * 2 : 20000) : 100;
+        }
+    }
+    return atomic_load(&r->broken) ? SPMD_ERR_ABORTED : SPMD_ERR_TIMEOUT;
+}
+
+static void local_wait_quiet(spmd_rpc *r, int64_t deadline) {
+    while (atomic_load(&r->active) > 0 && spmd__now_ms() < deadline) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void free_agent(spmd_rpc *r) {
+    pthread_mutex_lock(&r->fmu);
+    r->wstop = 1;
+    pthread_cond_broadcast(&r->wcv);
+    pthread_mutex_unlock(&r->fmu);
+    if (r->have_watchdog) pthread_join(r->watchdog, NULL);
+    spmd__rpc_pool_stop(r);
+    spmd__rpc_fail_all(r, SPMD_ERR_ABORTED, "the rpc agent shut down");
+    spmd_group_destroy(r->g);
+    spmd_group_destroy(r->env_group);
+    spmd__rpc_entries_free(r);
+    while (r->handlers) {
+        rpc_handler *n = r->handlers->next;
+        free(r->handlers->shapes);
+        free(r->handlers);
+        r->handlers = n;
+    }
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->fmu);
+    pthread_mutex_destroy(&r->qmu);
+    pthread_cond_destroy(&r->qcv);
+    pthread_cond_destroy(&r->wcv);
+    pthread_cond_destroy(&r->scv);
+    free(r->names);
+    free(r);
+}
+
+spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
+    if (!r) return SPMD_ERR_INVALID;
+    spmd_status st = SPMD_OK;
+    int64_t deadline = spmd__now_ms() + r->timeout_ms;
+    if (graceful && !atomic_load(&r->broken)) {
+        if (r->world == 1) {
+            local_wait_quiet(r, deadline);
+        } else if (r->rank == 0) {
+            st = leader_wait_quiet(r, deadline);
+            if (st == SPMD_OK) {
+                pthread_mutex_lock(&r->mu);
+                r->sd_fin = 1;
+                pthread_mutex_unlock(&r->mu);
+                for (int i = 1; i < r->world; i++) send_small(r, i, RPC_K_SD_FIN, NULL);
+            }
+        } else {
+            send_small(r, 0, RPC_K_SD_READY, NULL);
+        }
+        if (st == SPMD_OK && r->have_dispatcher) {
+            /* The dispatcher stops once the FIN exchange is over (or the group breaks). */
+            pthread_join(r->dispatcher, NULL);
+            r->have_dispatcher = 0;
+            if (atomic_load(&r->broken)) st = SPMD_ERR_ABORTED;
+        }
+    }
+    if (!graceful || st != SPMD_OK) {
+        if (graceful) spmd__rpc_error(r, st, "rpc: graceful shutdown failed (%s); stopped at once", spmd_status_str(st));
+        atomic_store(&r->broken, 1);
+        snprintf(r->broken_msg, sizeof r->broken_msg, "the rpc agent of rank %d shut down", r->rank);
+        spmd_group_abort(r->g, "rpc agent shut down without waiting (non-graceful)");
+    }
+    if (r->have_dispatcher) pthread_join(r->dispatcher, NULL);
+    free_agent(r);
+    return st;
+}

@@ -1,0 +1,2 @@
+# RPC (src/rpc): every API call at worlds 1-4, failures, malformed frames.
+spmd_test(test_rpc SOURCES mp/test_rpc.c LABELS mp rpc TIMEOUT 180)
