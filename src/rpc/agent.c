@@ -522,6 +522,7 @@ spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
     if (!r) return SPMD_ERR_INVALID;
     spmd_status st = SPMD_OK;
     int64_t deadline = spmd__now_ms() + r->timeout_ms;
+    if (graceful && atomic_load(&r->broken)) st = spmd__rpc_error(r, SPMD_ERR_ABORTED, "rpc shutdown: %s", r->broken_msg);
     if (graceful && !atomic_load(&r->broken)) {
         if (r->world == 1) {
             local_wait_quiet(r, deadline);
@@ -544,7 +545,7 @@ spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
         }
     }
     if (!graceful || st != SPMD_OK) {
-        if (graceful) spmd__rpc_error(r, st, "rpc: graceful shutdown failed (%s); stopped at once", spmd_status_str(st));
+        if (graceful && st != SPMD_ERR_ABORTED) spmd__rpc_error(r, st, "rpc: graceful shutdown failed (%s); stopped at once", spmd_status_str(st));
         atomic_store(&r->broken, 1);
         snprintf(r->broken_msg, sizeof r->broken_msg, "the rpc agent of rank %d shut down", r->rank);
         spmd_group_abort(r->g, "rpc agent shut down without waiting (non-graceful)");

@@ -45,6 +45,15 @@ static void meta_write(unsigned char *p, const spmd_rpc_msg *m) {
     if (m->plen) memcpy(p, m->payload, m->plen);
 }
 
+/* A frame always has the size the receiver expects, so a size mismatch on
+ * it is the group reporting an EARLIER refused send to dst (raw bytes that
+ * were not a frame): that report is consumed, send again. */
+static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f) {
+    spmd_status st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
+    if (st == SPMD_ERR_MISMATCH) st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
+    return st;
+}
+
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen) {
     size_t meta = meta_size(m), data = 0;
@@ -69,7 +78,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
             }
         }
         f->h.inline_len = (uint32_t)(meta + data);
-        st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
+        st = send_frame(r, dst, f);
         if (st != SPMD_OK) goto fail;
         return SPMD_OK;
     }
@@ -82,7 +91,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
         if (!mb) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
         meta_write(mb, m);
     }
-    st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
+    st = send_frame(r, dst, f);
     if (st == SPMD_OK && meta) st = spmd_send(r->g, mb, meta, SPMD_U8, dst, (int)tag);
     free(mb);
     for (int i = 0; m && i < m->n && st == SPMD_OK; i++) {
