@@ -59,10 +59,11 @@ static double sync_time(spmd_rpc *r, const char *fn, const spmd_rpc_msg *a, int 
 
 static int caller(spmd_rpc *r, const rpc_opts *o) {
     printf("# spmd-bench -o rpc: rank 0 calls rank 1 (world %d)\n", spmd_rpc_world_size(r));
-    printf("# %10s %12s %12s\n", "size (B)", "rpc_sync (us)", "GB/s");
-    double t = sync_time(r, "noop", NULL, o->iters * 2);
-    if (t < 0) goto fail;
-    printf("  %10d %12.1f %12s\n", 0, t * 1e6, "-");
+    printf("# handler on a pool thread (spmd_rpc_register) | on the receiving thread (spmd_rpc_register_inline)\n");
+    printf("# %10s %12s %12s %12s %12s\n", "size (B)", "rpc_sync (us)", "GB/s", "inline (us)", "GB/s");
+    double t = sync_time(r, "noop", NULL, o->iters * 2), ti = sync_time(r, "noop_inline", NULL, o->iters * 2);
+    if (t < 0 || ti < 0) goto fail;
+    printf("  %10d %12.1f %12s %12.1f %12s\n", 0, t * 1e6, "-", ti * 1e6, "-");
     for (size_t b = o->minb; b <= o->maxb; b *= 4) {
         size_t n = b / 4 ? b / 4 : 1;
         float *x = calloc(n, sizeof(float));
@@ -71,34 +72,39 @@ static int caller(spmd_rpc *r, const rpc_opts *o) {
         spmd_rpc_msg_add_tensor_ref(a, SPMD_F32, 1, &shape, x);
         int it = b >= (1 << 20) ? (o->iters / 10 > 20 ? o->iters / 10 : 20) : o->iters;
         t = sync_time(r, "echo", a, it);
+        ti = sync_time(r, "echo_inline", a, it);
         spmd_rpc_msg_free(a);
         free(x);
-        if (t < 0) goto fail;
-        printf("  %10zu %12.1f %12.3f\n", n * 4, t * 1e6, (double)(n * 4) / t * 1e-9);
+        if (t < 0 || ti < 0) goto fail;
+        printf("  %10zu %12.1f %12.3f %12.1f %12.3f\n", n * 4, t * 1e6, (double)(n * 4) / t * 1e-9, ti * 1e6,
+               (double)(n * 4) / ti * 1e-9);
     }
     /* async throughput: a window of calls in flight */
-    enum { WINDOW = 64 };
-    int total = o->iters * 20;
-    spmd_rpc_future *fs[WINDOW] = {0};
-    double t0 = now_s();
-    for (int i = 0; i < total; i++) {
-        spmd_rpc_future **slot = &fs[i % WINDOW];
-        if (*slot) {
-            if (spmd_rpc_future_wait(*slot, -1) != SPMD_OK) goto fail;
-            spmd_rpc_future_free(*slot);
+    for (int inl = 0; inl < 2; inl++) {
+        enum { WINDOW = 64 };
+        const char *fn = inl ? "noop_inline" : "noop";
+        int total = o->iters * 20;
+        spmd_rpc_future *fs[WINDOW] = {0};
+        double t0 = now_s();
+        for (int i = 0; i < total; i++) {
+            spmd_rpc_future **slot = &fs[i % WINDOW];
+            if (*slot) {
+                if (spmd_rpc_future_wait(*slot, -1) != SPMD_OK) goto fail;
+                spmd_rpc_future_free(*slot);
+            }
+            if (spmd_rpc_async(r, 1, fn, NULL, -1, slot) != SPMD_OK) goto fail;
         }
-        if (spmd_rpc_async(r, 1, "noop", NULL, -1, slot) != SPMD_OK) goto fail;
+        for (int i = 0; i < WINDOW; i++)
+            if (fs[i]) {
+                if (spmd_rpc_future_wait(fs[i], -1) != SPMD_OK) goto fail;
+                spmd_rpc_future_free(fs[i]);
+            }
+        printf("# rpc_async no-op (%s), %d in flight: %.0f calls/s\n", inl ? "inline" : "pool", WINDOW,
+               total / (now_s() - t0));
     }
-    for (int i = 0; i < WINDOW; i++)
-        if (fs[i]) {
-            if (spmd_rpc_future_wait(fs[i], -1) != SPMD_OK) goto fail;
-            spmd_rpc_future_free(fs[i]);
-        }
-    double rate = total / (now_s() - t0);
-    printf("# rpc_async no-op, %d in flight: %.0f calls/s\n", WINDOW, rate);
     /* remote + to_here */
     int it = o->iters;
-    t0 = now_s();
+    double t0 = now_s();
     for (int i = 0; i < it; i++) {
         spmd_rref *ref = NULL;
         spmd_rpc_msg *v = NULL;
@@ -127,6 +133,8 @@ static int rank_fn(int rank, int world, void *arg) {
     double t_start = now_s() - t0;
     spmd_rpc_register(r, "noop", h_noop, NULL, NULL);
     spmd_rpc_register(r, "echo", h_echo, NULL, NULL);
+    spmd_rpc_register_inline(r, "noop_inline", h_noop, NULL, NULL);
+    spmd_rpc_register_inline(r, "echo_inline", h_echo, NULL, NULL);
     spmd_rpc_register(r, "make", h_make, NULL, NULL);
     /* every handler is registered before rank 0 calls */
     spmd_status st = spmd_barrier(spmd_rpc_group(r));

@@ -131,6 +131,12 @@ typedef spmd_status (*spmd_rpc_handler)(spmd_rpc_call *call, void *ctx);
 /* sig NULL: arguments unchecked.  Replacing a name is allowed. */
 spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
                               const spmd_rpc_sig *sig);
+/* The same for a short handler that never blocks (no waits, no nested
+ * calls, no locks held long): it runs on the thread that receives the call
+ * instead of a pool thread, which saves a thread hand-off per call (as a
+ * Mercury callback runs in the progress context).  It may still defer. */
+spmd_status spmd_rpc_register_inline(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
+                                     const spmd_rpc_sig *sig);
 
 const spmd_rpc_msg *spmd_rpc_call_args(const spmd_rpc_call *c);
 /* The arguments, writable (e.g. to take their RRefs). */

@@ -40,8 +40,8 @@ spmd_status spmd_rpc_worker_by_rank(spmd_rpc *r, int rank, spmd_rpc_worker_info 
 }
 
 /* ---- handlers ------------------------------------------------------------ */
-spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
-                              const spmd_rpc_sig *sig) {
+static spmd_status reg(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
+                       const spmd_rpc_sig *sig, int inline_ok) {
     if (!r || !name || !fn) return SPMD_ERR_INVALID;
     if (!*name || strlen(name) >= SPMD_RPC_MAX_NAME)
         return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler name '%s' must have 1-%d characters", name,
@@ -53,6 +53,7 @@ spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn
     snprintf(h->name, sizeof h->name, "%s", name);
     h->fn = fn;
     h->ctx = ctx;
+    h->inline_ok = inline_ok;
     if (sig) {
         h->has_sig = 1;
         h->sig = *sig;
@@ -81,6 +82,28 @@ spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn
     r->handlers = h;
     pthread_mutex_unlock(&r->mu);
     return SPMD_OK;
+}
+
+spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
+                              const spmd_rpc_sig *sig) {
+    return reg(r, name, fn, ctx, sig, 0);
+}
+
+spmd_status spmd_rpc_register_inline(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
+                                     const spmd_rpc_sig *sig) {
+    return reg(r, name, fn, ctx, sig, 1);
+}
+
+static int handler_is_inline(spmd_rpc *r, const char *name) {
+    int yes = 0;
+    pthread_mutex_lock(&r->mu);
+    for (rpc_handler *h = r->handlers; h; h = h->next)
+        if (strcmp(h->name, name) == 0) {
+            yes = h->inline_ok;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    return yes;
 }
 
 /* A copy of the handler (its shapes copied too: free copy->shapes). */
@@ -204,7 +227,8 @@ static void on_request(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m
             return;
         }
     }
-    spmd__rpc_enqueue(r, c);
+    if (kind == RPC_K_CALL && handler_is_inline(r, c->name)) spmd__rpc_execute(c);
+    else spmd__rpc_enqueue(r, c);
 }
 
 static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {

@@ -2,6 +2,7 @@
  * watchdog that fails calls past their deadline. */
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include "rpc_internal.h"
 
@@ -83,7 +84,7 @@ void spmd__rpc_future_complete(spmd_rpc_future *f, spmd_status st, spmd_rpc_msg 
         }
         pthread_mutex_lock(&r->fmu);
     }
-    f->settled = 1;
+    atomic_store_explicit(&f->settled, 1, memory_order_release);
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&r->fmu);
     if (counted) atomic_fetch_sub(&r->active, 1);
@@ -180,6 +181,11 @@ spmd_status spmd_rpc_future_wait(spmd_rpc_future *f, int timeout_ms) {
     if (!f) return SPMD_ERR_INVALID;
     spmd_rpc *r = f->r;
     int64_t until = timeout_ms < 0 ? f->deadline : spmd__now_ms() + timeout_ms;
+    /* A reply usually comes within tens of microseconds: look for it for a
+     * short while before sleeping on the condition variable (a futex
+     * sleep + wake costs about as much as the round trip itself). */
+    uint64_t spin_end = spmd__now_ns() + 20000;
+    while (!atomic_load_explicit(&f->settled, memory_order_acquire) && spmd__now_ns() < spin_end) sched_yield();
     pthread_mutex_lock(&r->fmu);
     while (!f->settled) {
         if (f->deadline && spmd__now_ms() >= f->deadline && !f->done) {

@@ -129,7 +129,7 @@ static spmd_status run_handler(spmd_rpc_call *c) {
     return st;
 }
 
-static void execute(spmd_rpc_call *c) {
+void spmd__rpc_execute(spmd_rpc_call *c) {
     spmd_rpc *r = c->r;
     spmd_status st = SPMD_OK;
     switch (c->kind) {
@@ -176,7 +176,7 @@ static void *pool_main(void *arg) {
         r->qhead = c->next;
         if (!r->qhead) r->qtail = NULL;
         pthread_mutex_unlock(&r->qmu);
-        execute(c);
+        spmd__rpc_execute(c);
         pthread_mutex_lock(&r->qmu);
     }
     pthread_mutex_unlock(&r->qmu);

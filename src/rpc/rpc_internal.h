@@ -80,7 +80,8 @@ struct spmd_rpc_msg {
 struct spmd_rpc_future {
     spmd_rpc *r;
     pthread_cond_t cv;     /* with r->fmu */
-    int refs, done, settled, taken, counted;
+    int refs, done, taken, counted;
+    atomic_int settled;    /* done and callbacks run: waiters may return */
     spmd_status st;
     char err[SPMD__ERRLEN];
     spmd_rpc_msg *result;
@@ -120,7 +121,7 @@ typedef struct rpc_handler {
     char name[SPMD_RPC_MAX_NAME];
     spmd_rpc_handler fn;
     void *ctx;
-    int has_sig;
+    int has_sig, inline_ok;
     spmd_rpc_sig sig;
     spmd_rpc_shape *shapes;
     struct rpc_handler *next;
@@ -199,6 +200,7 @@ void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c);
 spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id, const char *name);
 void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st);
 int spmd__rpc_serve_inline(spmd_rpc_call *c);
+void spmd__rpc_execute(spmd_rpc_call *c);
 /* rref.c */
 rpc_entry *spmd__rpc_entry_create(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id);
 rpc_entry *spmd__rpc_entry_get(spmd_rpc *r, uint64_t rref_id);   /* busy++ */
