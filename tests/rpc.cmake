@@ -1,3 +1,11 @@
 # RPC (src/rpc): every API call at worlds 1-4, failures, malformed frames.
 spmd_test(test_rpc SOURCES mp/test_rpc.c LABELS mp rpc TIMEOUT 180)
 spmd_test(test_rpc_failure SOURCES mp/test_rpc_failure.c LABELS mp rpc TIMEOUT 120)
+# The RPC seed tutorials under spmdrun at a small size (77: dataset missing).
+foreach(ex "rpc_batch;4;--steps;20" "rpc_rl;3;--episodes;4" "rpc_param_server;3;--steps;40")
+  list(GET ex 0 name)
+  list(GET ex 1 np)
+  list(SUBLIST ex 2 -1 args)
+  add_test(NAME example_${name} COMMAND $<TARGET_FILE:spmdrun> --standalone --nproc-per-node ${np} $<TARGET_FILE:${name}> ${args})
+  set_tests_properties(example_${name} PROPERTIES TIMEOUT 120 LABELS "example;rpc" SKIP_RETURN_CODE 77)
+endforeach()
