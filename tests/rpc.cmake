@@ -9,3 +9,5 @@ foreach(ex "rpc_batch;4;--steps;20" "rpc_rl;3;--episodes;4" "rpc_param_server;3;
   add_test(NAME example_${name} COMMAND $<TARGET_FILE:spmdrun> --standalone --nproc-per-node ${np} $<TARGET_FILE:${name}> ${args})
   set_tests_properties(example_${name} PROPERTIES TIMEOUT 120 LABELS "example;rpc" SKIP_RETURN_CODE 77)
 endforeach()
+# Distributed autograd + optimizer: the split CNN against the whole CNN (1e-5).
+spmd_test(test_dist_autograd SOURCES mp/test_dist_autograd.c LIBS spmdnn LABELS mp rpc nn TIMEOUT 180)
