@@ -57,23 +57,13 @@ void spmd__rpc_future_complete(spmd_rpc_future *f, spmd_status st, spmd_rpc_msg 
     f->st = st;
     f->result = result;
     if (st != SPMD_OK) snprintf(f->err, sizeof f->err, "%s", err && *err ? err : spmd_status_str(st));
-    struct rpc_cb *cbs = f->cbs;
-    f->cbs = NULL;
     f->refs++;   /* kept alive across the callbacks */
     int counted = f->counted;
     f->counted = 0;
-    pthread_mutex_unlock(&r->fmu);
-    /* Callbacks run before waiters wake: after wait() returns, they have run. */
-    while (cbs) {
-        struct rpc_cb *n = cbs->next;
-        cbs->fn(f, cbs->ctx);
-        free(cbs);
-        cbs = n;
-    }
-    pthread_mutex_lock(&r->fmu);
-    /* then() calls made while the callbacks ran */
+    /* Callbacks run before waiters wake: after wait() returns, they have run
+     * (then() calls made meanwhile included). */
     while (f->cbs) {
-        cbs = f->cbs;
+        struct rpc_cb *cbs = f->cbs;
         f->cbs = NULL;
         pthread_mutex_unlock(&r->fmu);
         while (cbs) {
