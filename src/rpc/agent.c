@@ -1,5 +1,4 @@
-/* agent.c — the RPC agent: init, handler registry, the dispatcher thread,
- * calls, shutdown. */
+/* agent.c — the RPC agent: init, the dispatcher thread, calls. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,138 +38,7 @@ spmd_status spmd_rpc_worker_by_rank(spmd_rpc *r, int rank, spmd_rpc_worker_info 
     return SPMD_OK;
 }
 
-/* ---- handlers ------------------------------------------------------------ */
-static spmd_status reg(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
-                       const spmd_rpc_sig *sig, int inline_ok) {
-    if (!r || !name || !fn) return SPMD_ERR_INVALID;
-    if (!*name || strlen(name) >= SPMD_RPC_MAX_NAME)
-        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler name '%s' must have 1-%d characters", name,
-                               SPMD_RPC_MAX_NAME - 1);
-    if (sig && (sig->nargs > SPMD_RPC_MAX_TENSORS || (sig->nargs > 0 && !sig->args)))
-        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: handler '%s': bad signature", name);
-    rpc_handler *h = calloc(1, sizeof *h);
-    if (!h) return SPMD_ERR_NOMEM;
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->fn = fn;
-    h->ctx = ctx;
-    h->inline_ok = inline_ok;
-    if (sig) {
-        h->has_sig = 1;
-        h->sig = *sig;
-        if (sig->nargs > 0) {
-            h->shapes = malloc(sizeof(spmd_rpc_shape) * (size_t)sig->nargs);
-            if (!h->shapes) {
-                free(h);
-                return SPMD_ERR_NOMEM;
-            }
-            memcpy(h->shapes, sig->args, sizeof(spmd_rpc_shape) * (size_t)sig->nargs);
-        }
-        h->sig.args = h->shapes;
-    }
-    pthread_mutex_lock(&r->mu);
-    for (rpc_handler **pp = &r->handlers; *pp; pp = &(*pp)->next)
-        if (strcmp((*pp)->name, name) == 0) {
-            rpc_handler *old = *pp;
-            h->next = old->next;
-            *pp = h;
-            pthread_mutex_unlock(&r->mu);
-            free(old->shapes);
-            free(old);
-            return SPMD_OK;
-        }
-    h->next = r->handlers;
-    r->handlers = h;
-    pthread_mutex_unlock(&r->mu);
-    return SPMD_OK;
-}
-
-spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
-                              const spmd_rpc_sig *sig) {
-    return reg(r, name, fn, ctx, sig, 0);
-}
-
-spmd_status spmd_rpc_register_inline(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
-                                     const spmd_rpc_sig *sig) {
-    return reg(r, name, fn, ctx, sig, 1);
-}
-
-static int handler_is_inline(spmd_rpc *r, const char *name) {
-    int yes = 0;
-    pthread_mutex_lock(&r->mu);
-    for (rpc_handler *h = r->handlers; h; h = h->next)
-        if (strcmp(h->name, name) == 0) {
-            yes = h->inline_ok;
-            break;
-        }
-    pthread_mutex_unlock(&r->mu);
-    return yes;
-}
-
-/* A copy of the handler (its shapes copied too: free copy->shapes). */
-const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy) {
-    const rpc_handler *found = NULL;
-    pthread_mutex_lock(&r->mu);
-    for (rpc_handler *h = r->handlers; h; h = h->next)
-        if (strcmp(h->name, name) == 0) {
-            *copy = *h;
-            copy->shapes = NULL;
-            if (h->sig.nargs > 0) {
-                copy->shapes = malloc(sizeof(spmd_rpc_shape) * (size_t)h->sig.nargs);
-                if (copy->shapes) memcpy(copy->shapes, h->shapes, sizeof(spmd_rpc_shape) * (size_t)h->sig.nargs);
-                else copy->has_sig = 0, copy->sig.nargs = -1;
-            }
-            copy->sig.args = copy->shapes;
-            found = copy;
-            break;
-        }
-    pthread_mutex_unlock(&r->mu);
-    return found;
-}
-
-static void shape_str(char *buf, size_t len, spmd_dtype dt, int ndim, const int64_t *shape) {
-    size_t o = (size_t)snprintf(buf, len, "%s[", spmd_dtype_name(dt));
-    for (int d = 0; d < ndim && o < len; d++)
-        o += (size_t)snprintf(buf + o, len - o, d ? ",%lld" : "%lld", (long long)shape[d]);
-    if (o < len) snprintf(buf + o, len - o, "]");
-}
-
-int spmd__rpc_check_sig(const rpc_handler *h, const spmd_rpc_msg *m, char *err, size_t errlen) {
-    const spmd_rpc_sig *s = &h->sig;
-    if (m->plen > s->max_payload && !s->any_payload) {
-        snprintf(err, errlen, "handler '%s' takes at most %zu payload bytes, got %zu", h->name, s->max_payload, m->plen);
-        return 0;
-    }
-    if (s->nargs < 0) return 1;
-    if (m->n != s->nargs) {
-        snprintf(err, errlen, "handler '%s' takes %d tensors, got %d", h->name, s->nargs, m->n);
-        return 0;
-    }
-    for (int i = 0; i < s->nargs; i++) {
-        const spmd_rpc_shape *want = &s->args[i];
-        const spmd_rpc_tensor *t = &m->t[i];
-        int ok = t->dtype == want->dtype && (want->ndim < 0 || want->ndim == t->ndim);
-        for (int d = 0; ok && want->ndim >= 0 && d < want->ndim; d++)
-            if (want->shape[d] >= 0 && want->shape[d] != t->shape[d]) ok = 0;
-        if (!ok) {
-            char a[128], b[128];
-            shape_str(a, sizeof a, want->dtype, want->ndim < 0 ? 0 : want->ndim, want->shape);
-            shape_str(b, sizeof b, t->dtype, t->ndim, t->shape);
-            snprintf(err, errlen, "handler '%s': argument %d should be %s (-1: any), got %s", h->name, i, a, b);
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* ---- the dispatcher -------------------------------------------------------- */
-static void send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]) {
-    rpc_frame f;
-    spmd__rpc_frame_init(&f, kind, 0, NULL);
-    if (aux) memcpy(f.h.aux, aux, sizeof f.h.aux);
-    char err[SPMD__ERRLEN];
-    if (spmd__rpc_send(r, dst, &f, NULL, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
-}
-
 /* A request that cannot be served: answer it with an error at once. */
 static void reject(spmd_rpc *r, int src, const rpc_frame *f, spmd_status st, const char *why) {
     SPMD_LOGW("rpc: rank %d: bad request from rank %d: %s", r->rank, src, why);
@@ -227,7 +95,7 @@ static void on_request(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m
             return;
         }
     }
-    if (kind == RPC_K_CALL && handler_is_inline(r, c->name)) spmd__rpc_execute(c);
+    if (kind == RPC_K_CALL && spmd__rpc_handler_is_inline(r, c->name)) spmd__rpc_execute(c);
     else spmd__rpc_enqueue(r, c);
 }
 
@@ -242,7 +110,7 @@ static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
     case RPC_K_SD_QUERY: {
         uint64_t aux[4] = {f->h.aux[0], (uint64_t)atomic_load(&r->active), atomic_load(&r->sent_req),
                            atomic_load(&r->recv_req)};
-        send_small(r, src, RPC_K_SD_STATE, aux);
+        spmd__rpc_send_small(r, src, RPC_K_SD_STATE, aux);
         break;
     }
     case RPC_K_SD_STATE:
@@ -260,7 +128,7 @@ static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
         else r->sd_fin = 1;
         pthread_cond_broadcast(&r->scv);
         pthread_mutex_unlock(&r->mu);
-        if (r->rank != 0) send_small(r, 0, RPC_K_SD_FIN, NULL);
+        if (r->rank != 0) spmd__rpc_send_small(r, 0, RPC_K_SD_FIN, NULL);
         break;
     }
 }
@@ -458,123 +326,3 @@ spmd_status spmd_rpc_sync(spmd_rpc *r, int dst, const char *fn, const spmd_rpc_m
     return st;
 }
 
-/* ---- shutdown ------------------------------------------------------------- */
-/* Rank 0: rounds of counters until two rounds in a row show nothing in
- * flight and no request sent in between (torch's graceful shutdown does
- * the same with its all-worker counts). */
-static spmd_status leader_wait_quiet(spmd_rpc *r, int64_t deadline) {
-    pthread_mutex_lock(&r->mu);
-    while (r->sd_ready < r->world - 1 && !atomic_load(&r->broken) && spmd__now_ms() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&r->scv, &r->mu, &ts);
-    }
-    pthread_mutex_unlock(&r->mu);
-    uint64_t prev_sent = UINT64_MAX;
-    int backoff_us = 0;
-    while (!atomic_load(&r->broken) && spmd__now_ms() < deadline) {
-        pthread_mutex_lock(&r->mu);
-        r->sd_round++;
-        r->sd_states = 0;
-        memset(r->sd_sum, 0, sizeof r->sd_sum);
-        uint64_t round = r->sd_round;
-        pthread_mutex_unlock(&r->mu);
-        uint64_t aux[4] = {round, 0, 0, 0};
-        for (int i = 1; i < r->world; i++) send_small(r, i, RPC_K_SD_QUERY, aux);
-        pthread_mutex_lock(&r->mu);
-        while (r->sd_states < r->world - 1 && !atomic_load(&r->broken) && spmd__now_ms() < deadline) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 20 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&r->scv, &r->mu, &ts);
-        }
-        uint64_t active = r->sd_sum[0] + (uint64_t)atomic_load(&r->active);
-        uint64_t sent = r->sd_sum[1] + atomic_load(&r->sent_req);
-        uint64_t recvd = r->sd_sum[2] + atomic_load(&r->recv_req);
-        int complete = r->sd_states == r->world - 1;
-        pthread_mutex_unlock(&r->mu);
-        (void)recvd;   /* raw frames from non-agents count as received: not compared */
-        if (complete && active == 0 && sent == prev_sent) return SPMD_OK;
-        prev_sent = complete && active == 0 ? sent : UINT64_MAX;
-        if (prev_sent == UINT64_MAX) {
-            struct timespec ts = {0, (long)backoff_us * 1000};
-            if (backoff_us) nanosleep(&ts, NULL);
-            backoff_us = backoff_us ? (backoff_us < 20000 ? backoff_us * 2 : 20000) : 100;
-        }
-    }
-    return atomic_load(&r->broken) ? SPMD_ERR_ABORTED : SPMD_ERR_TIMEOUT;
-}
-
-static void local_wait_quiet(spmd_rpc *r, int64_t deadline) {
-    while (atomic_load(&r->active) > 0 && spmd__now_ms() < deadline) {
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void free_agent(spmd_rpc *r) {
-    pthread_mutex_lock(&r->fmu);
-    r->wstop = 1;
-    pthread_cond_broadcast(&r->wcv);
-    pthread_mutex_unlock(&r->fmu);
-    if (r->have_watchdog) pthread_join(r->watchdog, NULL);
-    spmd__rpc_pool_stop(r);
-    spmd__rpc_fail_all(r, SPMD_ERR_ABORTED, "the rpc agent shut down");
-    spmd_group_destroy(r->g);
-    spmd_group_destroy(r->env_group);
-    spmd__rpc_entries_free(r);
-    while (r->handlers) {
-        rpc_handler *n = r->handlers->next;
-        free(r->handlers->shapes);
-        free(r->handlers);
-        r->handlers = n;
-    }
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->fmu);
-    pthread_mutex_destroy(&r->qmu);
-    pthread_cond_destroy(&r->qcv);
-    pthread_cond_destroy(&r->wcv);
-    pthread_cond_destroy(&r->scv);
-    free(r->names);
-    free(r);
-}
-
-spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
-    if (!r) return SPMD_ERR_INVALID;
-    spmd_status st = SPMD_OK;
-    int64_t deadline = spmd__now_ms() + r->timeout_ms;
-    if (graceful && atomic_load(&r->broken)) st = spmd__rpc_error(r, SPMD_ERR_ABORTED, "rpc shutdown: %s", r->broken_msg);
-    if (graceful && !atomic_load(&r->broken)) {
-        if (r->world == 1) {
-            local_wait_quiet(r, deadline);
-        } else if (r->rank == 0) {
-            st = leader_wait_quiet(r, deadline);
-            if (st == SPMD_OK) {
-                pthread_mutex_lock(&r->mu);
-                r->sd_fin = 1;
-                pthread_mutex_unlock(&r->mu);
-                for (int i = 1; i < r->world; i++) send_small(r, i, RPC_K_SD_FIN, NULL);
-            }
-        } else {
-            send_small(r, 0, RPC_K_SD_READY, NULL);
-        }
-        if (st == SPMD_OK && r->have_dispatcher) {
-            /* The dispatcher stops once the FIN exchange is over (or the group breaks). */
-            pthread_join(r->dispatcher, NULL);
-            r->have_dispatcher = 0;
-            if (atomic_load(&r->broken)) st = SPMD_ERR_ABORTED;
-        }
-    }
-    if (!graceful || st != SPMD_OK) {
-        if (graceful && st != SPMD_ERR_ABORTED) spmd__rpc_error(r, st, "rpc: graceful shutdown failed (%s); stopped at once", spmd_status_str(st));
-        atomic_store(&r->broken, 1);
-        snprintf(r->broken_msg, sizeof r->broken_msg, "the rpc agent of rank %d shut down", r->rank);
-        spmd_group_abort(r->g, "rpc agent shut down without waiting (non-graceful)");
-    }
-    if (r->have_dispatcher) pthread_join(r->dispatcher, NULL);
-    free_agent(r);
-    return st;
-}

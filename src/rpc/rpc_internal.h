@@ -181,6 +181,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
 spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
                                 char *err, size_t errlen);
 void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name);
+void spmd__rpc_send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]);
 /* future.c */
 spmd_rpc_future *spmd__rpc_future_new(spmd_rpc *r, int dst, int timeout_ms);
 void spmd__rpc_future_complete(spmd_rpc_future *f, spmd_status st, spmd_rpc_msg *result,
@@ -219,6 +220,7 @@ void spmd__rpc_entries_free(spmd_rpc *r);
 /* agent.c */
 spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);
 const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy);
+int spmd__rpc_handler_is_inline(spmd_rpc *r, const char *name);
 int spmd__rpc_check_sig(const rpc_handler *h, const spmd_rpc_msg *m, char *err, size_t errlen);
 
 #endif

@@ -229,3 +229,12 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_r
     *out = m;
     return SPMD_OK;
 }
+
+/* A frame without body (shutdown protocol); failures are only logged. */
+void spmd__rpc_send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]) {
+    rpc_frame f;
+    spmd__rpc_frame_init(&f, kind, 0, NULL);
+    if (aux) memcpy(f.h.aux, aux, sizeof f.h.aux);
+    char err[SPMD__ERRLEN];
+    if (spmd__rpc_send(r, dst, &f, NULL, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
+}
