@@ -117,8 +117,8 @@ typedef struct {
 typedef struct {
     int nargs;                    /* -1: any number of tensors, unchecked */
     const spmd_rpc_shape *args;   /* nargs entries */
-    size_t max_payload;           /* 0: no payload allowed... unless any_payload */
-    int any_payload;
+    size_t max_payload;           /* payload bytes allowed (0: none) ... */
+    int any_payload;              /* ... unless this is set: any up to SPMD_RPC_MAX_PAYLOAD */
 } spmd_rpc_sig;
 
 /* A handler reads spmd_rpc_call_args, fills spmd_rpc_call_result and returns
@@ -196,9 +196,10 @@ spmd_rpc_msg *spmd_rref_local_value(spmd_rref *ref);
 spmd_status spmd_rref_call_async(spmd_rref *ref, const char *fn, const spmd_rpc_msg *args,
                                  int timeout_ms, spmd_rpc_future **out);
 /* Share: registers a new user with the owner first (so the owner never
- * frees a value a message is carrying), then appends it to m.  The receiver
- * takes it with spmd_rpc_msg_take_rref; left untaken, freeing the message
- * releases it. */
+ * frees a value a message is carrying), then appends it to m.  Sending m
+ * hands its RRefs over to the receiver, which takes them with
+ * spmd_rpc_msg_take_rref (m cannot share them a second time); left untaken,
+ * freeing the message releases them. */
 spmd_status spmd_rpc_msg_add_rref(spmd_rpc_msg *m, spmd_rref *ref);
 int spmd_rpc_msg_nrrefs(const spmd_rpc_msg *m);
 spmd_status spmd_rpc_msg_take_rref(spmd_rpc_msg *m, int i, spmd_rref **out);
