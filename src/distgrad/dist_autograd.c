@@ -22,6 +22,8 @@ typedef struct module {
     spmd_dag_module m;
     char name[SPMD_RPC_MAX_NAME];
     spmd_optim *opt;           /* the distributed optimizer's, created on the first step */
+    pthread_mutex_t mu;        /* forward, backward and step of this module, one at a time
+                                * (several RRefs may name it: one per user) */
     struct module *next;
 } module;
 
@@ -136,7 +138,9 @@ static spmd_status h_forward(spmd_rpc_call *c, void *ctx) {
     if (!m || !read_hdr(c, &h)) return spmd_rpc_call_fail(c, "dist autograd: bad forward request");
     saved_rec *s = calloc(1, sizeof *s);
     if (!s) return SPMD_ERR_NOMEM;
+    pthread_mutex_lock(&m->mu);
     spmd_status st = m->m.forward(m->m.self, spmd_rpc_call_args(c), spmd_rpc_call_result(c), &s->saved);
+    pthread_mutex_unlock(&m->mu);
     if (st != SPMD_OK) {
         free(s);
         return spmd_rpc_call_fail(c, "module '%s' forward: %s", m->name, spmd_status_str(st));
@@ -168,8 +172,10 @@ static spmd_status h_backward(spmd_rpc_call *c, void *ctx) {
     pthread_mutex_unlock(&d->mu);
     if (!s) return spmd_rpc_call_fail(c, "dist autograd: context %lld has no record %d of module '%s' (backward twice?)",
                                       (long long)h.ctx, h.rec, m->name);
+    pthread_mutex_lock(&m->mu);
     spmd_status st = g ? m->m.backward(m->m.self, s->saved, spmd_rpc_call_args(c), spmd_rpc_call_result(c), g->g)
                        : SPMD_ERR_NOMEM;
+    pthread_mutex_unlock(&m->mu);
     if (m->m.free_saved) m->m.free_saved(m->m.self, s->saved);
     free(s);
     if (st != SPMD_OK) return spmd_rpc_call_fail(c, "module '%s' backward: %s", m->name, spmd_status_str(st));
@@ -181,13 +187,15 @@ static spmd_status h_step(spmd_rpc_call *c, void *ctx) {
     module *m = call_module(d, c);
     dag_hdr h;
     if (!m || !read_hdr(c, &h)) return spmd_rpc_call_fail(c, "dist autograd: bad step request");
-    if (!m->opt && spmd_optim_create(&h.optim, m->m.nparams, &m->opt) != SPMD_OK)
-        return spmd_rpc_call_fail(c, "module '%s': creating its optimizer failed", m->name);
     pthread_mutex_lock(&d->mu);
     grad_buf *g = grads_for(d, h.ctx, m, 0);
     pthread_mutex_unlock(&d->mu);
     if (!g) return spmd_rpc_call_fail(c, "module '%s' has no gradients in context %lld", m->name, (long long)h.ctx);
-    spmd_optim_step(m->opt, m->m.params, g->g);
+    pthread_mutex_lock(&m->mu);
+    spmd_status st = m->opt ? SPMD_OK : spmd_optim_create(&h.optim, m->m.nparams, &m->opt);
+    if (st == SPMD_OK) spmd_optim_step(m->opt, m->m.params, g->g);
+    pthread_mutex_unlock(&m->mu);
+    if (st != SPMD_OK) return spmd_rpc_call_fail(c, "module '%s': creating its optimizer failed", m->name);
     return SPMD_OK;
 }
 
@@ -252,6 +260,7 @@ void spmd_dag_free(spmd_dag *d) {
     while (d->mods) {
         module *n = d->mods->next;
         spmd_optim_free(d->mods->opt);
+        pthread_mutex_destroy(&d->mods->mu);
         free(d->mods);
         d->mods = n;
     }
@@ -270,9 +279,11 @@ spmd_status spmd_dag_add_module(spmd_dag *d, const spmd_dag_module *m) {
     x->m = *m;
     snprintf(x->name, sizeof x->name, "%s", m->name);
     x->m.name = x->name;
+    pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_lock(&d->mu);
     if (find_module(d, m->name)) {
         pthread_mutex_unlock(&d->mu);
+        pthread_mutex_destroy(&x->mu);
         free(x);
         return fail(d, SPMD_ERR_INVALID, "dist autograd: module '%s' added twice", m->name);
     }
