@@ -17,6 +17,31 @@ spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) {
     return st;
 }
 
+/* The first cause wins; broken_msg never changes once broken is set, so
+ * readers that saw broken == 1 may read it without the lock. */
+void spmd__rpc_set_broken(spmd_rpc *r, const char *why) {
+    pthread_mutex_lock(&r->mu);
+    if (!atomic_load(&r->broken)) {
+        snprintf(r->broken_msg, sizeof r->broken_msg, "%s", why);
+        atomic_store(&r->broken, 1);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void spmd__rpc_ref(spmd_rpc *r) { atomic_fetch_add(&r->refs, 1); }
+
+void spmd__rpc_unref(spmd_rpc *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->fmu);
+    pthread_mutex_destroy(&r->qmu);
+    pthread_cond_destroy(&r->qcv);
+    pthread_cond_destroy(&r->wcv);
+    pthread_cond_destroy(&r->scv);
+    free(r->names);
+    free(r);
+}
+
 const char *spmd_rpc_errmsg(const spmd_rpc *r) { return r ? r->errmsg : "no rpc agent"; }
 int spmd_rpc_rank(const spmd_rpc *r) { return r ? r->rank : -1; }
 int spmd_rpc_world_size(const spmd_rpc *r) { return r ? r->world : 0; }
@@ -144,20 +169,20 @@ static void *dispatcher_main(void *arg) {
     spmd_rpc *r = arg;
     rpc_frame *f = malloc(sizeof *f);
     if (!f) {
-        atomic_store(&r->broken, 1);
+        spmd__rpc_set_broken(r, "out of memory");
         return NULL;
     }
     while (!dispatcher_done(r)) {
         int src = -1;
-        spmd_status st = spmd_recv(r->g, f, RPC_FRAME_BYTES, SPMD_U8, SPMD_ANY_SOURCE, RPC_TAG_FRAME, &src);
+        char gerr[SPMD__ERRLEN];
+        spmd_status st = spmd__rpc_p2p(r, 0, f, RPC_FRAME_BYTES, SPMD_ANY_SOURCE, RPC_TAG_FRAME, &src, gerr, sizeof gerr);
         if (st == SPMD_ERR_MISMATCH) {
             /* A frame of the wrong size: consumed and refused, the sender is told. */
-            SPMD_LOGW("rpc: rank %d: dropped a frame: %s", r->rank, spmd_group_errmsg(r->g));
+            SPMD_LOGW("rpc: rank %d: dropped a frame: %s", r->rank, gerr);
             continue;
         }
         if (st != SPMD_OK) {
-            snprintf(r->broken_msg, sizeof r->broken_msg, "%s", spmd_group_errmsg(r->g));
-            atomic_store(&r->broken, 1);
+            spmd__rpc_set_broken(r, gerr);
             spmd__rpc_fail_all(r, st == SPMD_ERR_TIMEOUT ? SPMD_ERR_REMOTE : st, r->broken_msg);
             break;
         }
@@ -232,6 +257,7 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     pthread_cond_init(&r->wcv, NULL);
     pthread_cond_init(&r->scv, NULL);
     atomic_init(&r->next_fork, 1);
+    atomic_init(&r->refs, 1);
 
     char mine[SPMD_RPC_MAX_NAME] = {0};
     if (o->name && (!*o->name || strlen(o->name) >= SPMD_RPC_MAX_NAME))

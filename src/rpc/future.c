@@ -11,6 +11,7 @@ spmd_rpc_future *spmd__rpc_future_new(spmd_rpc *r, int dst, int timeout_ms) {
     if (!f) return NULL;
     f->r = r;
     pthread_cond_init(&f->cv, NULL);
+    spmd__rpc_ref(r);
     f->refs = 1;
     f->dst = dst;
     if (timeout_ms < 0) timeout_ms = r->timeout_ms;
@@ -24,6 +25,7 @@ static void unref_locked(spmd_rpc_future *f, int *free_it) {
 }
 
 static void destroy(spmd_rpc_future *f) {
+    spmd_rpc *r = f->r;
     pthread_cond_destroy(&f->cv);
     spmd_rpc_msg_free(f->result);
     while (f->cbs) {
@@ -32,6 +34,7 @@ static void destroy(spmd_rpc_future *f) {
         f->cbs = n;
     }
     free(f);
+    spmd__rpc_unref(r);
 }
 
 void spmd_rpc_future_free(spmd_rpc_future *f) {

@@ -12,6 +12,7 @@ void spmd_rpc_msg_free(spmd_rpc_msg *m) {
     for (int i = 0; i < m->nrrefs; i++)
         if (!m->rr[i].taken && m->agent)
             spmd__rpc_release_desc(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
+    if (m->agent) spmd__rpc_unref(m->agent);
     free(m->payload);
     free(m);
 }
@@ -96,7 +97,10 @@ spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint
                                    uint64_t fork_id) {
     if (m->nrrefs >= RPC_MAX_RREFS) return SPMD_ERR_INVALID;
     m->rr[m->nrrefs++] = (rpc_rref_desc){owner, rref_id, fork_id, 0};
-    m->agent = r;
+    if (!m->agent) {
+        m->agent = r;
+        spmd__rpc_ref(r);
+    }
     return SPMD_OK;
 }
 

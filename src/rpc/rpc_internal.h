@@ -165,6 +165,9 @@ struct spmd_rpc {
 
     /* shutdown (rank 0 collects, with mu) */
     pthread_cond_t scv;
+    /* the agent's memory outlives spmd_rpc_shutdown while futures, RRef
+     * handles or messages with RRefs still refer to it */
+    atomic_int refs;
     int sd_ready, sd_states, sd_fin_acks, sd_fin;
     uint64_t sd_round, sd_sum[3];
 };
@@ -176,6 +179,8 @@ spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint
 void spmd__rpc_msg_handover(const spmd_rpc_msg *m);
 spmd_status spmd__rpc_msg_copy(spmd_rpc *r, const spmd_rpc_msg *m, int handover, spmd_rpc_msg **out);
 /* wire.c */
+spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, int *source,
+                          char *err, size_t errlen);
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen);
 spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
@@ -218,6 +223,9 @@ spmd_status spmd__rpc_fork_add_remote(spmd_rpc *r, int owner, uint64_t rref_id, 
 void spmd__rpc_release_desc(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id);
 void spmd__rpc_entries_free(spmd_rpc *r);
 /* agent.c */
+void spmd__rpc_set_broken(spmd_rpc *r, const char *why);
+void spmd__rpc_ref(spmd_rpc *r);
+void spmd__rpc_unref(spmd_rpc *r);
 spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);
 const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy);
 int spmd__rpc_handler_is_inline(spmd_rpc *r, const char *name);

@@ -156,6 +156,7 @@ static void free_on_done(spmd_rpc_future *f, void *ctx) {
 /* Release one user: locally, or by a message whose ack frees its future. */
 void spmd__rpc_release_desc(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id) {
     char err[SPMD__ERRLEN];
+    if (atomic_load(&r->broken)) return;   /* shut down or broken: nothing left to tell */
     if (owner == r->rank) {
         if (spmd__rpc_fork_del(r, rref_id, fork_id, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
         return;
@@ -197,6 +198,7 @@ static spmd_rref *handle(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork
     spmd_rref *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     h->r = r;
+    spmd__rpc_ref(r);
     h->owner = owner;
     h->rref_id = rref_id;
     h->fork_id = fork_id;
@@ -285,6 +287,7 @@ void spmd_rref_release(spmd_rref *ref) {
         spmd_rpc_future_free(ref->created);
     }
     spmd__rpc_release_desc(ref->r, ref->owner, ref->rref_id, ref->fork_id);
+    spmd__rpc_unref(ref->r);
     free(ref);
 }
 

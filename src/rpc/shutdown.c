@@ -70,6 +70,11 @@ static void free_agent(spmd_rpc *r) {
     pthread_mutex_unlock(&r->fmu);
     if (r->have_watchdog) pthread_join(r->watchdog, NULL);
     spmd__rpc_pool_stop(r);
+    /* From here on every call fails at once (the memory stays while futures,
+     * RRef handles or messages refer to it). */
+    char why[64];
+    snprintf(why, sizeof why, "the rpc agent of rank %d has shut down", r->rank);
+    spmd__rpc_set_broken(r, why);
     spmd__rpc_fail_all(r, SPMD_ERR_ABORTED, "the rpc agent shut down");
     spmd_group_destroy(r->g);
     spmd_group_destroy(r->env_group);
@@ -80,14 +85,7 @@ static void free_agent(spmd_rpc *r) {
         free(r->handlers);
         r->handlers = n;
     }
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->fmu);
-    pthread_mutex_destroy(&r->qmu);
-    pthread_cond_destroy(&r->qcv);
-    pthread_cond_destroy(&r->wcv);
-    pthread_cond_destroy(&r->scv);
-    free(r->names);
-    free(r);
+    spmd__rpc_unref(r);
 }
 
 spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
@@ -118,8 +116,9 @@ spmd_status spmd_rpc_shutdown(spmd_rpc *r, int graceful) {
     }
     if (!graceful || st != SPMD_OK) {
         if (graceful && st != SPMD_ERR_ABORTED) spmd__rpc_error(r, st, "rpc: graceful shutdown failed (%s); stopped at once", spmd_status_str(st));
-        atomic_store(&r->broken, 1);
-        snprintf(r->broken_msg, sizeof r->broken_msg, "the rpc agent of rank %d shut down", r->rank);
+        char why[64];
+        snprintf(why, sizeof why, "the rpc agent of rank %d shut down", r->rank);
+        spmd__rpc_set_broken(r, why);
         spmd_group_abort(r->g, "rpc agent shut down without waiting (non-graceful)");
     }
     if (r->have_dispatcher) pthread_join(r->dispatcher, NULL);

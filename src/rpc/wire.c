@@ -45,18 +45,38 @@ static void meta_write(unsigned char *p, const spmd_rpc_msg *m) {
     if (m->plen) memcpy(p, m->payload, m->plen);
 }
 
+/* Point-to-point through work handles: a work's message is its own, while
+ * the group's errmsg is one buffer every thread writes.  Waits without end
+ * (the group's deadline would otherwise fail an idle dispatcher): a dead
+ * peer or an abort fails the work instead. */
+spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, int *source,
+                          char *err, size_t errlen) {
+    spmd_work *w = NULL;
+    spmd_status st = send ? spmd_isend(r->g, buf, n, SPMD_U8, peer, tag, &w)
+                          : spmd_irecv(r->g, buf, n, SPMD_U8, peer, tag, &w);
+    if (st != SPMD_OK)
+        return spmd__fail(err, errlen, st, "%s", atomic_load(&r->broken) ? r->broken_msg : spmd_status_str(st));
+    while ((st = spmd_work_wait(w, 1000)) == SPMD_ERR_TIMEOUT) {
+    }
+    if (st != SPMD_OK) spmd__fail(err, errlen, st, "%s", spmd_work_errmsg(w));
+    else if (source) *source = spmd_work_source(w);
+    spmd_work_free(w);
+    return st;
+}
+
 /* A frame always has the size the receiver expects, so a size mismatch on
  * it is the group reporting an EARLIER refused send to dst (raw bytes that
  * were not a frame): that report is consumed, send again. */
-static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f) {
-    spmd_status st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
-    if (st == SPMD_ERR_MISMATCH) st = spmd_send(r->g, f, RPC_FRAME_BYTES, SPMD_U8, dst, RPC_TAG_FRAME);
+static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f, char *err, size_t errlen) {
+    spmd_status st = spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
+    if (st == SPMD_ERR_MISMATCH) st = spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
     return st;
 }
 
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen) {
     size_t meta = meta_size(m), data = 0;
+    char gerr[SPMD__ERRLEN] = "";
     if (m)
         for (int i = 0; i < m->n; i++) data += spmd__rpc_tensor_bytes(&m->t[i]);
     f->h.ntensors = m ? (uint32_t)m->n : 0;
@@ -78,7 +98,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
             }
         }
         f->h.inline_len = (uint32_t)(meta + data);
-        st = send_frame(r, dst, f);
+        st = send_frame(r, dst, f, gerr, sizeof gerr);
         if (st != SPMD_OK) goto fail;
         return SPMD_OK;
     }
@@ -91,17 +111,16 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
         if (!mb) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
         meta_write(mb, m);
     }
-    st = send_frame(r, dst, f);
-    if (st == SPMD_OK && meta) st = spmd_send(r->g, mb, meta, SPMD_U8, dst, (int)tag);
+    st = send_frame(r, dst, f, gerr, sizeof gerr);
+    if (st == SPMD_OK && meta) st = spmd__rpc_p2p(r, 1, mb, meta, dst, (int)tag, NULL, gerr, sizeof gerr);
     free(mb);
     for (int i = 0; m && i < m->n && st == SPMD_OK; i++) {
         size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-        if (b) st = spmd_send(r->g, m->t[i].data, b, SPMD_U8, dst, (int)tag);
+        if (b) st = spmd__rpc_p2p(r, 1, m->t[i].data, b, dst, (int)tag, NULL, gerr, sizeof gerr);
     }
     if (st == SPMD_OK) return SPMD_OK;
 fail:
-    return spmd__fail(err, errlen, st, "sending to worker %s (rank %d): %s", r->names[dst], dst,
-                      spmd_group_errmsg(r->g));
+    return spmd__fail(err, errlen, st, "sending to worker %s (rank %d): %s", r->names[dst], dst, gerr);
 }
 
 /* Parse the meta block into m (tensors allocated, not filled). */
@@ -193,6 +212,7 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_r
     if (st != SPMD_OK) return st;
     spmd_rpc_msg *m = spmd_rpc_msg_new();
     if (!m) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    char gerr[SPMD__ERRLEN] = "";
     if (f->h.body_tag == 0) {
         st = meta_parse(r, f, f->inl, m, err, errlen);
         const unsigned char *p = f->inl + f->h.meta_len;
@@ -208,15 +228,15 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_r
         if (f->h.meta_len) {
             mb = malloc(f->h.meta_len);
             if (!mb) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-            else if (spmd_recv(r->g, mb, f->h.meta_len, SPMD_U8, src, (int)f->h.body_tag, NULL) != SPMD_OK)
-                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", spmd_group_errmsg(r->g));
+            else if (spmd__rpc_p2p(r, 0, mb, f->h.meta_len, src, (int)f->h.body_tag, NULL, gerr, sizeof gerr) != SPMD_OK)
+                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
         }
         if (st == SPMD_OK) st = meta_parse(r, f, mb, m, err, errlen);
         free(mb);
         for (int i = 0; st == SPMD_OK && i < m->n; i++) {
             size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-            if (b && spmd_recv(r->g, m->t[i].data, b, SPMD_U8, src, (int)f->h.body_tag, NULL) != SPMD_OK)
-                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "tensor %d: %s", i, spmd_group_errmsg(r->g));
+            if (b && spmd__rpc_p2p(r, 0, m->t[i].data, b, src, (int)f->h.body_tag, NULL, gerr, sizeof gerr) != SPMD_OK)
+                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "tensor %d: %s", i, gerr);
         }
     }
     if (st != SPMD_OK) {

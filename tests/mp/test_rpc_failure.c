@@ -3,7 +3,8 @@
  * naming it, within seconds; survivors shut down), and malformed frames sent
  * straight to the agent's group (wrong size, garbage, tables that do not
  * match the frame, a truncated body, an oversized payload claim): each is
- * an error to the caller, and the callee keeps serving. */
+ * an error to the caller, and the callee keeps serving; a non-graceful
+ * shutdown while calls are in flight both ways (futures outlive the agent). */
 #include <signal.h>
 #include <string.h>
 #include "harness.h"
@@ -169,7 +170,7 @@ static int malformed(int idx, void *arg) {
         char small[10] = {0};
         /* small sends are eager: the sender may or may not hear of the refusal */
         st = spmd_send(rg, small, sizeof small, SPMD_U8, 0, RPC_TAG_FRAME);
-        CREQ(st == SPMD_OK || st == SPMD_ERR_MISMATCH, "short frame: %s", spmd_group_errmsg(rg));
+        CREQ(st == SPMD_OK || st == SPMD_ERR_MISMATCH, "short frame: %d", st);
         /* still serving (the refusal of the short frame may surface on
          * this rank's next send with the frame tag, once) */
         st = spmd_rpc_sync(r, 0, "noop", NULL, -1, NULL);
@@ -181,12 +182,50 @@ static int malformed(int idx, void *arg) {
     return 0;
 }
 
+/* World 2: rank 0 stops at once while a call of its own to rank 1 and a
+ * call from rank 1 to it are in flight. */
+static int shutdown_in_flight(int idx, void *arg) {
+    (void)arg;
+    spmd_group *g = NULL;
+    spmd_rpc *r = start(idx, &g);
+    CREQ(r, "start");
+    spmd_rpc_future *f = NULL;
+    spmd_rref *ref = NULL;
+    CREQ(spmd_rpc_async(r, 1 - idx, "hold", NULL, 0, &f) == SPMD_OK, "%s", spmd_rpc_errmsg(r));
+    if (idx == 1) CREQ(spmd_rpc_remote(r, 0, "make", NULL, 0, &ref) == SPMD_OK, "%s", spmd_rpc_errmsg(r));
+    spmd_barrier(g);   /* both calls are in flight */
+    if (idx == 0) {
+        CREQ(spmd_rpc_shutdown(r, 0) == SPMD_OK, "non-graceful shutdown");
+        /* the future outlives the agent: it failed, with a reason */
+        CREQ(spmd_rpc_future_wait(f, -1) == SPMD_ERR_ABORTED, "%s", spmd_rpc_future_errmsg(f));
+        CREQ(strstr(spmd_rpc_future_errmsg(f), "shut down"), "%s", spmd_rpc_future_errmsg(f));
+        spmd_rpc_msg *res = NULL;
+        CREQ(spmd_rpc_future_take(f, &res) == SPMD_ERR_ABORTED, "take after shutdown");
+        spmd_rpc_future_free(f);
+    } else {
+        int64_t t0 = spmd__now_ms();
+        CREQ(spmd_rpc_future_wait(f, -1) != SPMD_OK, "call to a worker that stopped");
+        CREQ(spmd__now_ms() - t0 < 10000, "took %lld ms", (long long)(spmd__now_ms() - t0));
+        spmd_rpc_future_free(f);
+        spmd_rpc_msg *v = NULL;
+        CREQ(spmd_rref_to_here(ref, -1, &v) != SPMD_OK, "RRef owned by a worker that stopped");
+        CREQ(spmd_rpc_sync(r, 0, "noop", NULL, -1, NULL) != SPMD_OK, "call after it stopped");
+        CREQ(spmd_rpc_shutdown(r, 1) == SPMD_ERR_ABORTED, "graceful shutdown of a broken agent");
+        spmd_rref_release(ref);   /* after shutdown: nothing to tell, no crash, no leak */
+    }
+    spmd_group_destroy(g);
+    return 0;
+}
+
 int main(void) {
     int status[3];
     REQUIRE(mp_fork_run(3, NULL, 3, NULL, worker_death, NULL, 60, status) == 0);
     CHECK_MSG(mp_exited_ok(status[0]), "rank 0: %d", status[0]);
     CHECK_MSG(mp_exited_ok(status[1]), "rank 1: %d", status[1]);
     CHECK_MSG(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL, "rank 2: %d", status[2]);
+    REQUIRE(mp_fork_run(2, NULL, 2, NULL, shutdown_in_flight, NULL, 60, status) == 0);
+    CHECK_MSG(mp_exited_ok(status[0]), "rank 0: %d", status[0]);
+    CHECK_MSG(mp_exited_ok(status[1]), "rank 1: %d", status[1]);
     REQUIRE(mp_fork_run(2, NULL, 2, NULL, malformed, NULL, 60, status) == 0);
     CHECK_MSG(mp_exited_ok(status[0]), "rank 0: %d", status[0]);
     CHECK_MSG(mp_exited_ok(status[1]), "rank 1: %d", status[1]);
