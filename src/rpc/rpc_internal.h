@@ -23,6 +23,8 @@
 #define RPC_TAG_FRAME 7
 #define RPC_TAG_BODY0 64        /* body tags: RPC_TAG_BODY0 + (seq mod 2^28) */
 #define RPC_MAX_RREFS 16        /* per message */
+#define RPC_PACK_MAX 65536      /* bodies up to this size travel as one message */
+#define RPC_F_PACKED 1          /* frame flag: meta and data in one body message */
 
 enum {
     RPC_K_CALL = 1,   /* run handler name on args, answer with RPC_K_RESP */

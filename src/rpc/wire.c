@@ -73,6 +73,17 @@ static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f, char *er
     return st;
 }
 
+/* meta then every tensor's bytes, contiguous */
+static void pack(unsigned char *p, size_t meta, const spmd_rpc_msg *m) {
+    meta_write(p, m);
+    p += meta;
+    for (int i = 0; i < m->n; i++) {
+        size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+        if (b) memcpy(p, m->t[i].data, b);
+        p += b;
+    }
+}
+
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen) {
     size_t meta = meta_size(m), data = 0;
@@ -88,15 +99,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
     f->h.inline_len = 0;
     spmd_status st;
     if (meta + data <= RPC_INLINE_BYTES) {
-        if (m) {
-            meta_write(f->inl, m);
-            unsigned char *p = f->inl + meta;
-            for (int i = 0; i < m->n; i++) {
-                size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-                if (b) memcpy(p, m->t[i].data, b);
-                p += b;
-            }
-        }
+        if (m) pack(f->inl, meta, m);
         f->h.inline_len = (uint32_t)(meta + data);
         st = send_frame(r, dst, f, gerr, sizeof gerr);
         if (st != SPMD_OK) goto fail;
@@ -105,6 +108,18 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
     /* The body goes on a tag of its own, so concurrent senders never interleave. */
     uint32_t tag = RPC_TAG_BODY0 + (atomic_fetch_add(&r->body_seq, 1) & 0x0fffffffu);
     f->h.body_tag = tag;
+    if (meta + data <= RPC_PACK_MAX) {
+        /* A middle-sized body: one message (a copy is cheaper than a message). */
+        unsigned char *pk = malloc(meta + data);
+        if (!pk) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        pack(pk, meta, m);
+        f->h.flags |= RPC_F_PACKED;
+        st = send_frame(r, dst, f, gerr, sizeof gerr);
+        if (st == SPMD_OK) st = spmd__rpc_p2p(r, 1, pk, meta + data, dst, (int)tag, NULL, gerr, sizeof gerr);
+        free(pk);
+        if (st != SPMD_OK) goto fail;
+        return SPMD_OK;
+    }
     unsigned char *mb = NULL;
     if (meta) {
         mb = malloc(meta);
@@ -198,6 +213,11 @@ static spmd_status check_head(const rpc_frame *f, char *err, size_t errlen) {
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "meta block of %u bytes is too long", h->meta_len);
     if (h->body_tag == 0 && (h->inline_len > RPC_INLINE_BYTES || h->inline_len != h->meta_len + h->data_len))
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "inline length %u does not match the frame", h->inline_len);
+    if ((h->flags & RPC_F_PACKED) && (uint64_t)h->meta_len + h->data_len > RPC_PACK_MAX)
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body of %llu bytes (max %d)",
+                          (unsigned long long)h->meta_len + h->data_len, RPC_PACK_MAX);
+    if ((h->flags & RPC_F_PACKED) && h->body_tag == 0)
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body without a body tag");
     if (h->body_tag != 0 && h->body_tag < RPC_TAG_BODY0)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body tag %u out of range", h->body_tag);
     if (memchr(h->name, 0, sizeof h->name) == NULL)
@@ -213,14 +233,26 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_r
     spmd_rpc_msg *m = spmd_rpc_msg_new();
     if (!m) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     char gerr[SPMD__ERRLEN] = "";
-    if (f->h.body_tag == 0) {
-        st = meta_parse(r, f, f->inl, m, err, errlen);
-        const unsigned char *p = f->inl + f->h.meta_len;
+    if (f->h.body_tag == 0 || (f->h.flags & RPC_F_PACKED)) {
+        const unsigned char *flat = f->inl;
+        unsigned char *pk = NULL;
+        if (f->h.body_tag) {
+            /* check_head bounded meta_len + data_len by RPC_PACK_MAX */
+            pk = malloc(f->h.meta_len + f->h.data_len + 1);
+            if (!pk) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+            else if (spmd__rpc_p2p(r, 0, pk, f->h.meta_len + f->h.data_len, src, (int)f->h.body_tag, NULL, gerr,
+                                   sizeof gerr) != SPMD_OK)
+                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
+            flat = pk;
+        }
+        if (st == SPMD_OK) st = meta_parse(r, f, flat, m, err, errlen);
+        const unsigned char *p = flat + f->h.meta_len;
         for (int i = 0; st == SPMD_OK && i < m->n; i++) {
             size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
             memcpy(m->t[i].data, p, b);
             p += b;
         }
+        free(pk);
     } else {
         /* The body is on its own tag: receive it even if it turns out bad,
          * so nothing stays queued. */
