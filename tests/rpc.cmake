@@ -12,3 +12,6 @@ foreach(ex "rpc_batch;4;--steps;20" "rpc_rl;3;--episodes;4" "rpc_param_server;3;
 endforeach()
 # Distributed autograd + optimizer: the split CNN against the whole CNN (1e-5).
 spmd_test(test_dist_autograd SOURCES mp/test_dist_autograd.c LIBS spmdnn LABELS mp rpc nn TIMEOUT 180)
+# spmd-bench -o rpc runs end to end (figures are for docs/PERFORMANCE.md, not checked).
+add_test(NAME test_bench_rpc COMMAND sh -c "$<TARGET_FILE:spmd-bench> -o rpc -b 4 -e 64K -n 5 | grep -q 'start .* shutdown'")
+set_tests_properties(test_bench_rpc PROPERTIES TIMEOUT 60 LABELS "bench-tool;rpc")
