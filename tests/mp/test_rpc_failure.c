@@ -168,6 +168,18 @@ static int malformed(int idx, void *arg) {
             spmd_rpc_future_free(fut);
         }
         char small[10] = {0};
+        /* a release of a user the owner does not know (double free, forged
+         * id): refused, nothing freed */
+        {
+            spmd_rpc_future *fut = expect(r, &f);
+            f.h.kind = RPC_K_DELETE;
+            f.h.rref_id = 0x1234;
+            f.h.fork_id = 0x99;
+            CREQ(send_raw(r, &f) == SPMD_OK, "delete");
+            CREQ(spmd_rpc_future_wait(fut, -1) == SPMD_ERR_NOTFOUND, "%s", spmd_rpc_future_errmsg(fut));
+            CREQ(strstr(spmd_rpc_future_errmsg(fut), "no such user"), "%s", spmd_rpc_future_errmsg(fut));
+            spmd_rpc_future_free(fut);
+        }
         /* small sends are eager: the sender may or may not hear of the refusal */
         st = spmd_send(rg, small, sizeof small, SPMD_U8, 0, RPC_TAG_FRAME);
         CREQ(st == SPMD_OK || st == SPMD_ERR_MISMATCH, "short frame: %d", st);
