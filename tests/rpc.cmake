@@ -3,7 +3,7 @@ spmd_test(test_rpc SOURCES mp/test_rpc.c LABELS mp rpc TIMEOUT 180)
 spmd_test(test_rpc_failure SOURCES mp/test_rpc_failure.c LABELS mp rpc TIMEOUT 120)
 # The RPC seed tutorials under spmdrun at a small size (77: dataset missing).
 foreach(ex "rpc_batch;4;--steps;20" "rpc_rl;3;--episodes;4" "rpc_param_server;3;--steps;40"
-           "rpc_pipeline;3;--steps;20" "rpc_ddp;3;--steps;30")
+           "rpc_pipeline;3;--steps;8;--micro;2" "rpc_ddp;3;--steps;30")
   list(GET ex 0 name)
   list(GET ex 1 np)
   list(SUBLIST ex 2 -1 args)
