@@ -8,7 +8,8 @@
  * answers a bad one with an error, and keeps serving.
  *
  *   spmd_rpc *r;  spmd_rpc_init(group, NULL, &r, err, sizeof err);   // collective
- *   spmd_rpc_register(r, "add", add_fn, NULL, NULL);                   // any time
+ *   spmd_rpc_register(r, "add", add_fn, NULL, NULL);                   // any time, but
+ *   spmd_barrier(g);              // before others call it: an unknown name is an error
  *   spmd_rpc_msg *a = spmd_rpc_msg_new();  spmd_rpc_msg_add_tensor(a, SPMD_F32, 1, &n, x);
  *   spmd_rpc_msg *res;  spmd_rpc_sync(r, 1, "add", a, -1, &res);
  *   spmd_rpc_shutdown(r, 1);                                            // graceful, collective
@@ -128,7 +129,8 @@ typedef struct {
  * spmd_rpc_call_finish exactly once. */
 typedef spmd_status (*spmd_rpc_handler)(spmd_rpc_call *call, void *ctx);
 
-/* sig NULL: arguments unchecked.  Replacing a name is allowed. */
+/* sig NULL: arguments unchecked.  Replacing a name is allowed.  Names
+ * starting with "__" are the library's (dist_autograd.h). */
 spmd_status spmd_rpc_register(spmd_rpc *r, const char *name, spmd_rpc_handler fn, void *ctx,
                               const spmd_rpc_sig *sig);
 /* The same for a short handler that never blocks (no waits, no nested
