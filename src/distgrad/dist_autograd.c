@@ -1,5 +1,6 @@
 /* dist_autograd.c — contexts, send/recv records and backward over RPC
- * (spmd/dist_autograd.h).  Talks to the RPC agent and to nn only through
+ * (spmd/dist_autograd.h); the optimizer's step handler is here too, its
+ * driver side in dist_optim.c.  Talks to the RPC agent and to nn only through
  * their public headers.
  *
  * Wire: every call is a call through the module's RRef; its payload is a
@@ -10,13 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "spmd/dist_autograd.h"
+#include "distgrad/dist_internal.h"
 
-typedef struct {
-    int64_t ctx;
-    int32_t rec, kind;
-    spmd_optim_opts optim;
-} dag_hdr;
 
 typedef struct module {
     spmd_dag_module m;
@@ -63,7 +59,7 @@ struct spmd_dag {
     char err[512];
 };
 
-static spmd_status fail(spmd_dag *d, spmd_status st, const char *fmt, ...) {
+spmd_status spmd__dag_fail(spmd_dag *d, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&d->mu);
@@ -272,7 +268,7 @@ spmd_status spmd_dag_add_module(spmd_dag *d, const spmd_dag_module *m) {
     if (!d || !m || !m->name || !m->forward || !m->backward || (m->nparams && !m->params))
         return SPMD_ERR_INVALID;
     if (!*m->name || strlen(m->name) >= SPMD_RPC_MAX_NAME)
-        return fail(d, SPMD_ERR_INVALID, "dist autograd: module name '%s' must have 1-%d characters", m->name,
+        return spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd: module name '%s' must have 1-%d characters", m->name,
                     SPMD_RPC_MAX_NAME - 1);
     module *x = calloc(1, sizeof *x);
     if (!x) return SPMD_ERR_NOMEM;
@@ -285,7 +281,7 @@ spmd_status spmd_dag_add_module(spmd_dag *d, const spmd_dag_module *m) {
         pthread_mutex_unlock(&d->mu);
         pthread_mutex_destroy(&x->mu);
         free(x);
-        return fail(d, SPMD_ERR_INVALID, "dist autograd: module '%s' added twice", m->name);
+        return spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd: module '%s' added twice", m->name);
     }
     x->next = d->mods;
     d->mods = x;
@@ -307,7 +303,7 @@ spmd_status spmd_dag_module_rref(spmd_dag *d, int owner, const char *name, spmd_
     spmd_rpc_msg_free(v);
     if (st != SPMD_OK) {
         spmd_rref_release(ref);
-        return fail(d, st, "dist autograd: module '%s' on rank %d: %s", name, owner, spmd_rpc_errmsg(d->r));
+        return spmd__dag_fail(d, st, "dist autograd: module '%s' on rank %d: %s", name, owner, spmd_rpc_errmsg(d->r));
     }
     *out = ref;
     return SPMD_OK;
@@ -357,7 +353,7 @@ spmd_status spmd_dag_forward_async(spmd_dag *d, int64_t ctx, spmd_rref *module,
     pthread_mutex_unlock(&d->mu);
     if (!ok_parent) {
         free(x);
-        return fail(d, SPMD_ERR_INVALID, "dist autograd: context %lld has no record %d", (long long)ctx, parent);
+        return spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd: context %lld has no record %d", (long long)ctx, parent);
     }
     dag_hdr h;
     memset(&h, 0, sizeof h);
@@ -367,15 +363,15 @@ spmd_status spmd_dag_forward_async(spmd_dag *d, int64_t ctx, spmd_rref *module,
     if (!m) return SPMD_ERR_NOMEM;
     spmd_status st = spmd_rref_call_async(module, "__dag_forward", m, -1, out);
     spmd_rpc_msg_free(m);
-    if (st != SPMD_OK) return fail(d, st, "dist autograd forward: %s", spmd_rpc_errmsg(d->r));
+    if (st != SPMD_OK) return spmd__dag_fail(d, st, "dist autograd forward: %s", spmd_rpc_errmsg(d->r));
     *rec = h.rec;
     return SPMD_OK;
 }
 
-static spmd_status finish(spmd_dag *d, spmd_rpc_future *f, spmd_rpc_msg **out, const char *what) {
+spmd_status spmd__dag_finish(spmd_dag *d, spmd_rpc_future *f, spmd_rpc_msg **out, const char *what) {
     spmd_status st = spmd_rpc_future_wait(f, -1);
     if (st == SPMD_OK && out) st = spmd_rpc_future_take(f, out);
-    if (st != SPMD_OK) fail(d, st, "dist autograd %s: %s", what, spmd_rpc_future_errmsg(f));
+    if (st != SPMD_OK) spmd__dag_fail(d, st, "dist autograd %s: %s", what, spmd_rpc_future_errmsg(f));
     spmd_rpc_future_free(f);
     return st;
 }
@@ -384,7 +380,7 @@ spmd_status spmd_dag_forward(spmd_dag *d, int64_t ctx, spmd_rref *module, const 
                              int parent, int *rec, spmd_rpc_msg **out) {
     spmd_rpc_future *f = NULL;
     spmd_status st = spmd_dag_forward_async(d, ctx, module, in, parent, rec, &f);
-    return st == SPMD_OK ? finish(d, f, out, "forward") : st;
+    return st == SPMD_OK ? spmd__dag_finish(d, f, out, "forward") : st;
 }
 
 spmd_status spmd_dag_backward(spmd_dag *d, int64_t ctx, int rec, const spmd_rpc_msg *dout,
@@ -400,7 +396,7 @@ spmd_status spmd_dag_backward(spmd_dag *d, int64_t ctx, int rec, const spmd_rpc_
         int parent = x ? x->parent : -1;
         pthread_mutex_unlock(&d->mu);
         if (!mod) {
-            st = fail(d, SPMD_ERR_INVALID, "dist autograd backward: context %lld has no record %d", (long long)ctx, rec);
+            st = spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd backward: context %lld has no record %d", (long long)ctx, rec);
             break;
         }
         dag_hdr h;
@@ -410,7 +406,7 @@ spmd_status spmd_dag_backward(spmd_dag *d, int64_t ctx, int rec, const spmd_rpc_
         spmd_rpc_msg *m = with_hdr(grad ? grad : dout, &h), *next = NULL;
         spmd_rpc_future *f = NULL;
         st = m ? spmd_rref_call_async(mod, "__dag_backward", m, -1, &f) : SPMD_ERR_NOMEM;
-        if (st == SPMD_OK) st = finish(d, f, &next, "backward");
+        if (st == SPMD_OK) st = spmd__dag_finish(d, f, &next, "backward");
         spmd_rpc_msg_free(m);
         spmd_rpc_msg_free(grad);
         grad = next;
@@ -447,65 +443,10 @@ spmd_status spmd_dag_context_release(spmd_dag *d, int64_t ctx) {
         for (int i = 0; i < n && st == SPMD_OK; i++) st = spmd_rpc_async(d->r, w0 + i, "__dag_release", m, -1, &fs[i]);
         for (int i = 0; i < n; i++)
             if (fs[i]) {
-                spmd_status s2 = finish(d, fs[i], NULL, "context release");
+                spmd_status s2 = spmd__dag_finish(d, fs[i], NULL, "context release");
                 if (st == SPMD_OK) st = s2;
             }
     }
     spmd_rpc_msg_free(m);
     return st;
-}
-
-/* ---- distributed optimizer ------------------------------------------------- */
-struct spmd_dist_optim {
-    spmd_dag *d;
-    spmd_optim_opts opts;
-    spmd_rref **mods;
-    int n;
-};
-
-spmd_status spmd_dist_optim_create(spmd_dag *d, const spmd_optim_opts *o, spmd_rref *const *modules,
-                                   int n, spmd_dist_optim **out) {
-    if (!d || !o || !out || n < 0 || (n && !modules)) return SPMD_ERR_INVALID;
-    spmd_dist_optim *x = calloc(1, sizeof *x);
-    if (!x) return SPMD_ERR_NOMEM;
-    x->mods = calloc((size_t)(n ? n : 1), sizeof *x->mods);
-    if (!x->mods) {
-        free(x);
-        return SPMD_ERR_NOMEM;
-    }
-    memcpy(x->mods, modules, sizeof *x->mods * (size_t)n);
-    x->d = d;
-    x->opts = *o;
-    x->n = n;
-    *out = x;
-    return SPMD_OK;
-}
-
-spmd_status spmd_dist_optim_step(spmd_dist_optim *o, int64_t ctx) {
-    if (!o) return SPMD_ERR_INVALID;
-    dag_hdr h;
-    memset(&h, 0, sizeof h);
-    h.ctx = ctx;
-    h.optim = o->opts;
-    spmd_rpc_msg *m = spmd_rpc_msg_new();
-    if (!m) return SPMD_ERR_NOMEM;
-    spmd_rpc_msg_set_payload(m, &h, sizeof h);
-    spmd_status st = SPMD_OK;
-    spmd_rpc_future **fs = calloc((size_t)(o->n ? o->n : 1), sizeof *fs);
-    if (!fs) st = SPMD_ERR_NOMEM;
-    for (int i = 0; i < o->n && st == SPMD_OK; i++) st = spmd_rref_call_async(o->mods[i], "__dag_step", m, -1, &fs[i]);
-    for (int i = 0; fs && i < o->n; i++)
-        if (fs[i]) {
-            spmd_status s2 = finish(o->d, fs[i], NULL, "optimizer step");
-            if (st == SPMD_OK) st = s2;
-        }
-    free(fs);
-    spmd_rpc_msg_free(m);
-    return st;
-}
-
-void spmd_dist_optim_free(spmd_dist_optim *o) {
-    if (!o) return;
-    free(o->mods);
-    free(o);
 }
