@@ -62,7 +62,7 @@ static void usage(FILE *f) {
             "  -w, --warmup_iters N warm-up iterations per size (default 5)\n"
             "  -c, --check 0|1      check results (default 1)\n"
             "  -o, --op NAME        all_reduce broadcast reduce all_gather reduce_scatter\n"
-            "                       all_to_all gather scatter barrier | pingpong bw (default all_reduce),\n"
+            "                       all_to_all gather scatter barrier | pingpong bw | rpc (default all_reduce),\n"
             "                       or a reduction as -r\n"
             "  -d, --datatype T     float double half bfloat16 int8 uint8 int32 int64, or all\n"
             "                       (default float)\n"
@@ -673,7 +673,12 @@ static int rank_fn(int rank, int world, void *arg) {
     return rc;
 }
 
+int spmd__bench_rpc(int argc, char **argv);   /* spmd-bench-rpc.c */
+
 int main(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--op")) && !strcmp(argv[i + 1], "rpc"))
+            return spmd__bench_rpc(argc, argv);
     opts_t o;
     if (parse_args(argc, argv, &o)) return 2;
     run_arg ra = {&o};

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The include graph between src/ folders follows the layers of
 docs/ARCHITECTURE.md: a folder may include only folders listed below it
-(rpc/ and parallel/ sit above ddp/; nn/ and data/ see common/ only, the
+(rpc/, distgrad/ and parallel/ sit above ddp/; nn/ and data/ see common/ only, the
 rest through public headers).  Prints every offending include; exit 1 if
 there is one.  Usage: check_layering.py REPO_ROOT"""
 import os, re, sys
 
-ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "parallel"]
+ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "distgrad", "parallel"]
 SIDE = {"nn": {"common"}, "data": {"common", "nn"}}  # the training stack
 
 def allowed(src, dst):
@@ -17,7 +17,7 @@ def allowed(src, dst):
     if src in ORDER and dst in ORDER:
         return ORDER.index(dst) < ORDER.index(src)
     if src in ORDER and dst in SIDE:
-        return src in ("rpc", "parallel")  # above the training stack
+        return src in ("rpc", "distgrad", "parallel")  # above the training stack
     return False
 
 root = os.path.join(sys.argv[1] if len(sys.argv) > 1 else ".", "src")

@@ -1,0 +1,236 @@
+/* rpc_internal.h — the RPC agent's structures, shared by the files of src/rpc.
+ *
+ * Wire: every message starts with one fixed-size frame (RPC_FRAME_BYTES) on
+ * tag RPC_TAG_FRAME, received from SPMD_ANY_SOURCE by the dispatcher thread.
+ * The group's receives need the exact size up front, so a body that does not
+ * fit inline in the frame follows as separate messages on a tag of its own
+ * (frame.body_tag, unique per sender): first the meta block (tensor table,
+ * RRef table, payload), then each tensor's bytes.  The frame says how long
+ * each part is, so the receiver can post exact receives. */
+#ifndef SPMD_RPC_INTERNAL_H
+#define SPMD_RPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdint.h>
+#include "common/common.h"
+#include "spmd/rpc.h"
+
+#define RPC_MAGIC 0x43505253u   /* "SRPC" */
+#define RPC_VERSION 1
+#define RPC_FRAME_BYTES 4096    /* p2p latency is flat up to 16 KiB: a 1 KiB call stays one message */
+#define RPC_TAG_FRAME 7
+#define RPC_TAG_BODY0 64        /* body tags: RPC_TAG_BODY0 + (seq mod 2^28) */
+#define RPC_MAX_RREFS 16        /* per message */
+#define RPC_PACK_MAX 65536      /* bodies up to this size travel as one message */
+#define RPC_F_PACKED 1          /* frame flag: meta and data in one body message */
+
+enum {
+    RPC_K_CALL = 1,   /* run handler name on args, answer with RPC_K_RESP */
+    RPC_K_RESP,
+    RPC_K_REMOTE,     /* run handler, keep the result as RRef rref_id (user fork_id) */
+    RPC_K_TO_HERE,    /* a copy of RRef rref_id's value */
+    RPC_K_RREF_CALL,  /* run handler with RRef rref_id's value */
+    RPC_K_FORK,       /* register user fork_id of rref_id */
+    RPC_K_DELETE,     /* release user fork_id of rref_id */
+    RPC_K_SD_READY,   /* shutdown: this worker's application is done (to rank 0) */
+    RPC_K_SD_QUERY,   /* shutdown: rank 0 asks for counters (aux[0] = round) */
+    RPC_K_SD_STATE,   /* shutdown: aux = round, active, requests sent, requests received */
+    RPC_K_SD_FIN,     /* shutdown: rank 0 says stop; answered by SD_FIN back */
+    RPC_K_LAST
+};
+
+typedef struct {
+    uint32_t magic;
+    uint8_t version, kind;
+    uint16_t flags;
+    int32_t status;       /* responses: SPMD_OK or the error (message in the payload) */
+    uint32_t body_tag;    /* 0: everything inline */
+    uint64_t id;          /* request id, echoed by the response */
+    uint64_t rref_id, fork_id;
+    uint64_t aux[4];
+    uint32_t ntensors, nrrefs, payload_len, meta_len;
+    uint64_t data_len;    /* tensor bytes in all */
+    uint32_t inline_len;  /* bytes of inl used (meta then data) when body_tag == 0 */
+    char name[SPMD_RPC_MAX_NAME];
+} rpc_frame_head;
+
+#define RPC_INLINE_BYTES (RPC_FRAME_BYTES - sizeof(rpc_frame_head))
+typedef struct {
+    rpc_frame_head h;
+    unsigned char inl[RPC_INLINE_BYTES];
+} rpc_frame;
+
+typedef struct {
+    int owner;
+    uint64_t rref_id, fork_id;
+    int taken;
+} rpc_rref_desc;
+
+struct spmd_rpc_msg {
+    int n;
+    spmd_rpc_tensor t[SPMD_RPC_MAX_TENSORS];
+    unsigned char owned[SPMD_RPC_MAX_TENSORS];   /* data malloc'ed by the message */
+    unsigned char *payload;
+    size_t plen;
+    int nrrefs;
+    rpc_rref_desc rr[RPC_MAX_RREFS];
+    spmd_rpc *agent;   /* set when the message carries RRefs */
+};
+
+struct spmd_rpc_future {
+    spmd_rpc *r;
+    pthread_cond_t cv;     /* with r->fmu */
+    int refs, done, taken, counted;
+    atomic_int settled;    /* done and callbacks run: waiters may return */
+    spmd_status st;
+    char err[SPMD__ERRLEN];
+    spmd_rpc_msg *result;
+    uint64_t id;
+    int dst;
+    int64_t deadline;      /* ms, 0: none */
+    struct rpc_cb { spmd_rpc_future_cb fn; void *ctx; struct rpc_cb *next; } *cbs;
+    struct spmd_rpc_future *hnext;
+};
+
+typedef struct rpc_entry {
+    uint64_t rref_id;
+    int state;             /* 0 being created, 1 ready, 2 creation failed */
+    spmd_rpc_msg *value;
+    char err[SPMD__ERRLEN];
+    uint64_t *forks;
+    int nforks, capforks;
+    int busy;              /* tasks holding a pointer */
+    pthread_mutex_t vmu;   /* serialises handlers on the value */
+    struct rpc_entry *next;
+} rpc_entry;
+
+struct spmd_rpc_call {
+    spmd_rpc *r;
+    int caller, kind, deferred, failed;   /* deferred: 1 by the handler, 2 deferred but failed */
+    atomic_int refs;                      /* the handler's, and the finish's once deferred */
+    uint64_t id, rref_id, fork_id;
+    char name[SPMD_RPC_MAX_NAME];
+    spmd_rpc_msg *args, *result;
+    char err[SPMD__ERRLEN];
+    spmd_rpc_future *local;   /* a call to oneself: complete this directly */
+    rpc_entry *entry;
+    struct spmd_rpc_call *next;
+};
+
+typedef struct rpc_handler {
+    char name[SPMD_RPC_MAX_NAME];
+    spmd_rpc_handler fn;
+    void *ctx;
+    int has_sig, inline_ok;
+    spmd_rpc_sig sig;
+    spmd_rpc_shape *shapes;
+    struct rpc_handler *next;
+} rpc_handler;
+
+#define RPC_BUCKETS 1024
+
+struct spmd_rpc {
+    spmd_group *g;          /* private subgroup */
+    spmd_group *env_group;  /* spmd_rpc_init_env's own group, destroyed last */
+    int rank, world, timeout_ms;
+    char (*names)[SPMD_RPC_MAX_NAME];
+    char errmsg[SPMD__ERRLEN];
+
+    pthread_mutex_t mu;     /* handlers, entries, errmsg, shutdown state */
+    rpc_handler *handlers;
+    rpc_entry *entries;
+
+    pthread_mutex_t fmu;    /* futures and the pending table */
+    spmd_rpc_future *pending[RPC_BUCKETS];
+    uint64_t next_id;
+    atomic_uint body_seq;
+    atomic_ullong next_fork;
+    atomic_long active;     /* outstanding outgoing requests + calls being served */
+    atomic_ullong sent_req, recv_req;
+    atomic_int broken;      /* the group failed: new calls fail at once */
+    char broken_msg[SPMD__ERRLEN];
+
+    /* handler pool */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    spmd_rpc_call *qhead, *qtail;
+    int qstop;
+    pthread_t *pool;
+    int nthreads;
+
+    pthread_t dispatcher, watchdog;
+    int have_dispatcher, have_watchdog;
+    pthread_cond_t wcv;     /* with fmu: wakes the watchdog to stop */
+    int wstop;
+
+    /* shutdown (rank 0 collects, with mu) */
+    pthread_cond_t scv;
+    /* the agent's memory outlives spmd_rpc_shutdown while futures, RRef
+     * handles or messages with RRefs still refer to it */
+    atomic_int refs;
+    int sd_ready, sd_states, sd_fin_acks, sd_fin;
+    uint64_t sd_round, sd_sum[3];
+};
+
+/* msg.c */
+size_t spmd__rpc_tensor_bytes(const spmd_rpc_tensor *t);
+spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint64_t rref_id,
+                                   uint64_t fork_id);
+void spmd__rpc_msg_handover(const spmd_rpc_msg *m);
+spmd_status spmd__rpc_msg_copy(spmd_rpc *r, const spmd_rpc_msg *m, int handover, spmd_rpc_msg **out);
+/* wire.c */
+spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, int *source,
+                          char *err, size_t errlen);
+spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
+                           size_t errlen);
+spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
+                                char *err, size_t errlen);
+void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name);
+void spmd__rpc_send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]);
+/* future.c */
+spmd_rpc_future *spmd__rpc_future_new(spmd_rpc *r, int dst, int timeout_ms);
+void spmd__rpc_future_complete(spmd_rpc_future *f, spmd_status st, spmd_rpc_msg *result,
+                               const char *err);
+void spmd__rpc_pending_add(spmd_rpc *r, spmd_rpc_future *f);
+spmd_rpc_future *spmd__rpc_pending_take(spmd_rpc *r, uint64_t id);
+void spmd__rpc_fail_all(spmd_rpc *r, spmd_status st, const char *msg);
+void *spmd__rpc_watchdog(void *arg);
+/* send a request of kind (with rref ids) and return its future */
+spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, uint64_t rref_id,
+                              uint64_t fork_id, const spmd_rpc_msg *args, int timeout_ms,
+                              spmd_rpc_future **out);
+/* pool.c */
+spmd_status spmd__rpc_pool_start(spmd_rpc *r, int n);
+void spmd__rpc_pool_stop(spmd_rpc *r);
+void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c);
+spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id, const char *name);
+void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st);
+int spmd__rpc_serve_inline(spmd_rpc_call *c);
+void spmd__rpc_execute(spmd_rpc_call *c);
+/* rref.c */
+rpc_entry *spmd__rpc_entry_create(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id);
+rpc_entry *spmd__rpc_entry_get(spmd_rpc *r, uint64_t rref_id);   /* busy++ */
+void spmd__rpc_entry_put(spmd_rpc *r, rpc_entry *e);             /* busy-- */
+void spmd__rpc_entry_set(spmd_rpc *r, rpc_entry *e, spmd_status st, spmd_rpc_msg *value,
+                         const char *err);
+spmd_status spmd__rpc_entry_wait(spmd_rpc *r, rpc_entry *e, char *err, size_t errlen);
+spmd_status spmd__rpc_fork_add(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id, char *err,
+                               size_t errlen);
+spmd_status spmd__rpc_fork_del(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id, char *err,
+                               size_t errlen);
+spmd_status spmd__rpc_fork_add_remote(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id,
+                                      char *err, size_t errlen);
+void spmd__rpc_release_desc(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id);
+void spmd__rpc_entries_free(spmd_rpc *r);
+/* agent.c */
+void spmd__rpc_set_broken(spmd_rpc *r, const char *why);
+void spmd__rpc_ref(spmd_rpc *r);
+void spmd__rpc_unref(spmd_rpc *r);
+spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);
+const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy);
+int spmd__rpc_handler_is_inline(spmd_rpc *r, const char *name);
+int spmd__rpc_check_sig(const rpc_handler *h, const spmd_rpc_msg *m, char *err, size_t errlen);
+
+#endif
