@@ -604,7 +604,9 @@ static void raise_flags(spmd__p2p *p, int up) {
     int pending = 0;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
-        if (!pe->shm || pe->dead) continue;
+        /* (shm and path never change after start; a departed peer's ring
+         * stays mapped, so its flag is harmless to touch) */
+        if (!pe->shm) continue;
         if (up) pending |= spmd__path_arm(pe->path, 1, 0);
         else spmd__path_lower(pe->path);
     }
