@@ -121,7 +121,12 @@ void spmd_work_free(spmd_work *w);
 
 /* ---- point-to-point --------------------------------------------------- */
 /* Messages between a pair of ranks with the same tag arrive in send order.
- * The receive count must equal the send count (else SPMD_ERR_MISMATCH). */
+ * The receive's count and dtype must equal the send's (else
+ * SPMD_ERR_MISMATCH naming both sides, e.g. "rank 1 sent 2 x int32 (8 bytes)
+ * ... expects 1 x float64 (8 bytes)").  A mismatch fails only the operations
+ * involved and the pair stays usable: the receive always; the send too when
+ * it is large (over 64 KiB, which waits for the receiver); a small send has
+ * completed by then, and the sender only logs the refusal. */
 spmd_status spmd_send(spmd_group *g, const void *buf, size_t count, spmd_dtype dt, int dst,
                       int tag);
 /* src may be SPMD_ANY_SOURCE, tag SPMD_ANY_TAG; *source (may be NULL) gets the sender. */

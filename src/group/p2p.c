@@ -28,6 +28,7 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
     w->req.peer = peer;
     w->req.poll_peer = peer;
     w->req.tag = tag;
+    w->req.dtype = (int)dt;
     char err[SPMD__ERRLEN];
     spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
                                           : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);

@@ -64,13 +64,10 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
     return st;
 }
 
-/* A frame always has the size the receiver expects, so a size mismatch on
- * it is the group reporting an EARLIER refused send to dst (raw bytes that
- * were not a frame): that report is consumed, send again. */
+/* (A refused earlier send never poisons this one: the group fails only
+ * the receive that refused it.) */
 static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f, char *err, size_t errlen) {
-    spmd_status st = spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
-    if (st == SPMD_ERR_MISMATCH) st = spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
-    return st;
+    return spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
 }
 
 /* meta then every tensor's bytes, contiguous */

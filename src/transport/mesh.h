@@ -115,6 +115,7 @@ struct spmd__preq {
                         under the engine's lock when an any-source receive matches */
     int poll_peer;   /* the peer as posted: read by waiters without a lock */
     int tag;         /* rewritten with the message's tag on match */
+    int dtype;       /* spmd_dtype of the elements (checked against the other side), -1: none */
     int source;      /* the sender, once matched */
     uint64_t id;     /* rendezvous id */
     spmd__preq *next;

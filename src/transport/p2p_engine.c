@@ -2,13 +2,16 @@
  * thread that drives every p2p socket of a group with epoll.
  *
  * Wire: every frame starts with 24 bytes, little-endian:
- *     u32 type | u32 tag | u64 len | u64 id
+ *     u8 type | u8 dtype+1 (0: none) | u16 zero | u32 tag | u64 len | u64 id
  *   EAGER    payload of `len` bytes follows (len <= EAGER_MAX)
  *   RTS      "I have `len` bytes for you with this tag" (large message, id)
  *   CTS      receiver to sender: matched, send message `id` now
  *   DATA     payload of message `id` (len bytes) follows
  *   NACK     receiver to sender: message `id` refused, receiver expected `len` bytes
- *   REFUSED  receiver to sender: an eager message with `tag` was refused (expected `len`)
+ *            (of its dtype)
+ *   REFUSED  receiver to sender: an eager message with `tag` was refused
+ *            (expected `len` bytes of its dtype); the send had completed,
+ *            so the sender only logs it: the channel stays usable
  *   BYE      the sender is leaving the group cleanly
  *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason
  *
@@ -52,6 +55,7 @@ typedef struct frame {
 /* A message that arrived before its receive was posted. */
 typedef struct unexp {
     int src;
+    int dt;        /* the sender's dtype, -1 when it named none */
     uint32_t type; /* F_EAGER (data held) or F_RTS (id, len only) */
     uint32_t tag;
     uint64_t len, id;
@@ -71,6 +75,7 @@ typedef struct {
     size_t hdr_got;
     int in_payload;
     uint32_t type, tag;
+    int dt;              /* the frame's dtype, -1: none */
     uint64_t len, id;
     char *dst;           /* where the payload goes (NULL: discard) */
     uint64_t got;
@@ -79,7 +84,6 @@ typedef struct {
     char *abort_text;
     /* sends waiting for CTS/NACK, receives waiting for DATA */
     spmd__preq *rts_wait, *data_wait;
-    char refused[SPMD__ERRLEN]; /* sticky: an eager send of ours was refused */
 } peer;
 
 struct spmd__p2p {
@@ -103,6 +107,9 @@ struct spmd__p2p {
 static void complete_req(spmd__preq *r, spmd_status st, const char *msg) { r->complete(r, st, msg); }
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* The type word with a dtype (-1: none) in its second byte. */
+static uint32_t with_dt(uint32_t type, int dt) { return type | (uint32_t)(dt >= 0 ? dt + 1 : 0) << 8; }
 
 static void hdr_put(unsigned char *h, uint32_t type, uint32_t tag, uint64_t len, uint64_t id) {
     spmd__put_u32(h, type);
@@ -334,11 +341,29 @@ static spmd__preq *take_posted(spmd__p2p *p, int src, uint32_t tag) {
     return NULL;
 }
 
-static void mismatch_msg(char *buf, size_t len, int self, int src, uint32_t tag, uint64_t got,
-                         size_t want) {
-    snprintf(buf, len,
-             "size mismatch: rank %d sent %llu bytes with tag %u but rank %d's receive expects %zu",
-             src, (unsigned long long)got, tag, self, want);
+/* "3 x float32 (12 bytes)", or "12 bytes" when the dtype is unknown. */
+static void describe(char *buf, size_t len, uint64_t bytes, int dt) {
+    size_t es = dt >= 0 ? spmd_dtype_size((spmd_dtype)dt) : 0;
+    if (es && bytes % es == 0)
+        snprintf(buf, len, "%llu x %s (%llu bytes)", (unsigned long long)(bytes / es), spmd_dtype_name((spmd_dtype)dt),
+                 (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+}
+
+/* A message of (got, gdt) meets a receive of (want, wdt): do they match?
+ * The dtypes are compared when both sides named one. */
+static int fits(uint64_t got, int gdt, size_t want, int wdt) {
+    return got == want && (gdt < 0 || wdt < 0 || gdt == wdt);
+}
+
+static void mismatch_msg(char *buf, size_t len, int self, int src, uint32_t tag, uint64_t got, int gdt,
+                         size_t want, int wdt) {
+    char a[96], b[96];
+    describe(a, sizeof a, got, gdt);
+    describe(b, sizeof b, want, wdt);
+    snprintf(buf, len, "%s mismatch: rank %d sent %s with tag %u but rank %d's receive expects %s",
+             got == want ? "type" : "size", src, a, tag, self, b);
 }
 
 /* A receive w meets a message from src: an eager payload in `data` (already
@@ -347,10 +372,10 @@ static void deliver_unexpected(spmd__p2p *p, spmd__preq *w, unexp *u) {
     char msg[SPMD__ERRLEN];
     w->source = u->src;
     w->tag = (int)u->tag;
-    if (u->len != w->len) {
-        mismatch_msg(msg, sizeof msg, p->m->rank, u->src, u->tag, u->len, w->len);
-        if (u->type == F_RTS) enqueue(p, u->src, F_NACK, u->tag, w->len, u->id, NULL, 0, 0, NULL);
-        else enqueue(p, u->src, F_REFUSED, u->tag, w->len, 0, NULL, 0, 0, NULL);
+    if (!fits(u->len, u->dt, w->len, w->dtype)) {
+        mismatch_msg(msg, sizeof msg, p->m->rank, u->src, u->tag, u->len, u->dt, w->len, w->dtype);
+        if (u->type == F_RTS) enqueue(p, u->src, with_dt(F_NACK, w->dtype), u->tag, w->len, u->id, NULL, 0, 0, NULL);
+        else enqueue(p, u->src, with_dt(F_REFUSED, w->dtype), u->tag, w->len, 0, NULL, 0, 0, NULL);
         fail_work(w, SPMD_ERR_MISMATCH, msg);
         return;
     }
@@ -389,7 +414,13 @@ static void arrived(spmd__p2p *p, unexp *u) {
  * protocol violation. */
 static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
     peer *pe = &p->peers[i];
-    pe->type = spmd__get_u32(pe->hdr);
+    uint32_t word = spmd__get_u32(pe->hdr);
+    pe->type = word & 0xff;
+    pe->dt = (int)((word >> 8) & 0xff) - 1;
+    if ((word >> 16) || pe->dt >= SPMD_DTYPE_COUNT) {
+        snprintf(why, whylen, "bad frame type word 0x%08x", word);
+        return -1;
+    }
     pe->tag = spmd__get_u32(pe->hdr + 4);
     pe->len = spmd__get_u64(pe->hdr + 8);
     pe->id = spmd__get_u64(pe->hdr + 16);
@@ -409,9 +440,9 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         if (w) {
             w->source = i;
             w->tag = (int)pe->tag;
-            if (pe->len != w->len) {
-                mismatch_msg(msg, sizeof msg, p->m->rank, i, pe->tag, pe->len, w->len);
-                enqueue(p, i, F_REFUSED, pe->tag, w->len, 0, NULL, 0, 0, NULL);
+            if (!fits(pe->len, pe->dt, w->len, w->dtype)) {
+                mismatch_msg(msg, sizeof msg, p->m->rank, i, pe->tag, pe->len, pe->dt, w->len, w->dtype);
+                enqueue(p, i, with_dt(F_REFUSED, w->dtype), pe->tag, w->len, 0, NULL, 0, 0, NULL);
                 fail_work(w, SPMD_ERR_MISMATCH, msg);
             } else {
                 pe->rw = w;
@@ -427,6 +458,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
                 return -1;
             }
             u->src = i;
+            u->dt = pe->dt;
             u->type = F_EAGER;
             u->tag = pe->tag;
             u->len = pe->len;
@@ -439,7 +471,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
     }
     case F_RTS: {
         spmd__preq *w = take_posted(p, i, pe->tag);
-        unexp u = {.src = i, .type = F_RTS, .tag = pe->tag, .len = pe->len, .id = pe->id};
+        unexp u = {.src = i, .dt = pe->dt, .type = F_RTS, .tag = pe->tag, .len = pe->len, .id = pe->id};
         if (w) {
             deliver_unexpected(p, w, &u);
         } else {
@@ -474,17 +506,22 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
     case F_NACK: {
         spmd__preq *w = list_take_id(&pe->rts_wait, pe->id);
         if (!w) return 0; /* cancelled meanwhile */
-        snprintf(msg, sizeof msg,
-                 "size mismatch: this send of %zu bytes with tag %d was refused by rank %d, whose receive expects %llu bytes",
-                 w->len, w->tag, i, (unsigned long long)pe->len);
+        char a[96], b[96];
+        describe(a, sizeof a, w->len, w->dtype);
+        describe(b, sizeof b, pe->len, pe->dt);
+        snprintf(msg, sizeof msg, "%s mismatch: this send of %s with tag %d was refused by rank %d, whose receive expects %s",
+                 w->len == pe->len ? "type" : "size", a, w->tag, i, b);
         fail_work(w, SPMD_ERR_MISMATCH, msg);
         return 0;
     }
-    case F_REFUSED:
-        snprintf(pe->refused, sizeof pe->refused,
-                 "size mismatch: an earlier send with tag %u was refused by rank %d, whose receive expected %llu bytes",
-                 pe->tag, i, (unsigned long long)pe->len);
+    case F_REFUSED: {
+        /* Our small send completed when it was written; the receive that
+         * refused it failed with both sides' sizes.  Nothing else is owed. */
+        char b[96];
+        describe(b, sizeof b, pe->len, pe->dt);
+        SPMD_LOGW("rank %d: rank %d refused a message with tag %u: its receive expected %s", p->m->rank, i, pe->tag, b);
         return 0;
+    }
     case F_BYE:
         pe->left = 1;
         atomic_store(&p->m->peer_left[i], 1);
@@ -811,19 +848,13 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         pthread_mutex_unlock(&p->mu);
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
     }
-    if (pe->refused[0]) {
-        snprintf(msg, sizeof msg, "%s", pe->refused);
-        pe->refused[0] = 0;
-        pthread_mutex_unlock(&p->mu);
-        return spmd__fail(err, errlen, SPMD_ERR_MISMATCH, "%s", msg);
-    }
     if (w->len <= EAGER_MAX) {
-        st = enqueue(p, w->peer, F_EAGER, (uint32_t)w->tag, w->len, 0, w->buf, w->len, 0, w);
+        st = enqueue(p, w->peer, with_dt(F_EAGER, w->dtype), (uint32_t)w->tag, w->len, 0, w->buf, w->len, 0, w);
     } else {
         w->id = ++p->next_id;
         w->next = pe->rts_wait;
         pe->rts_wait = w;
-        st = enqueue(p, w->peer, F_RTS, (uint32_t)w->tag, w->len, w->id, NULL, 0, 0, NULL);
+        st = enqueue(p, w->peer, with_dt(F_RTS, w->dtype), (uint32_t)w->tag, w->len, w->id, NULL, 0, 0, NULL);
         if (st) list_remove(&pe->rts_wait, w);
     }
     pthread_mutex_unlock(&p->mu);

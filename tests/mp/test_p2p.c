@@ -81,29 +81,46 @@ static int tags_and_order(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+/* A mismatch fails exactly the operations involved and leaves the pair
+ * usable: a small (eager) send has completed when the receiver refuses it,
+ * so only the receive fails and the next send on the pair is delivered; a
+ * large (rendezvous) one fails on both sides.  Sizes and dtypes are both
+ * checked, and both sides named. */
 static int mismatch(spmd_group *g, int rank, int world) {
     if (world < 2 || rank > 1) return 0;
-    /* Small (eager): the receiver sees the mismatch at once. */
     float f[11] = {0};
     int32_t ack = 1;
     if (rank == 1) {
         RREQUIRE(spmd_send(g, f, 10, SPMD_F32, 0, 9) == SPMD_OK);
-        /* The refusal travels ahead of the ack on the same connection, so the
-         * sender's next send to rank 0 reports it. */
         RREQUIRE(spmd_recv(g, &ack, 1, SPMD_I32, 0, 12, NULL) == SPMD_OK);
-        RREQUIRE(spmd_send(g, f, 10, SPMD_F32, 0, 9) == SPMD_ERR_MISMATCH);
-        RREQUIRE(strstr(spmd_group_errmsg(g), "refused by rank 0") != NULL);
+        /* the next send on the pair is delivered */
+        for (int i = 0; i < 10; i++) f[i] = (float)i;
+        RREQUIRE(spmd_send(g, f, 10, SPMD_F32, 0, 9) == SPMD_OK);
+        /* 2 x int32 into 1 x float64: same bytes, another type */
+        int32_t two[2] = {7, 8};
+        RREQUIRE(spmd_send(g, two, 2, SPMD_I32, 0, 13) == SPMD_OK);
+        RREQUIRE(spmd_send(g, two, 2, SPMD_I32, 0, 13) == SPMD_OK);
     } else {
         spmd_status st = spmd_recv(g, f, 11, SPMD_F32, 1, 9, NULL);
         RREQUIRE(st == SPMD_ERR_MISMATCH);
-        RREQUIRE(strstr(spmd_group_errmsg(g), "rank 1 sent 40 bytes") != NULL);
+        RREQUIRE(strstr(spmd_group_errmsg(g), "rank 1 sent 10 x float32 (40 bytes)") != NULL);
+        RREQUIRE(strstr(spmd_group_errmsg(g), "expects 11 x float32 (44 bytes)") != NULL);
         RREQUIRE(spmd_send(g, &ack, 1, SPMD_I32, 1, 12) == SPMD_OK);
+        RREQUIRE(spmd_recv(g, f, 10, SPMD_F32, 1, 9, NULL) == SPMD_OK && f[9] == 9.0f);
+        double d = 0;
+        st = spmd_recv(g, &d, 1, SPMD_F64, 1, 13, NULL);
+        RREQUIRE(st == SPMD_ERR_MISMATCH);
+        RREQUIRE(strstr(spmd_group_errmsg(g), "type mismatch: rank 1 sent 2 x int32 (8 bytes)") != NULL);
+        RREQUIRE(strstr(spmd_group_errmsg(g), "expects 1 x float64 (8 bytes)") != NULL);
+        int32_t two[2] = {0, 0};
+        RREQUIRE(spmd_recv(g, two, 2, SPMD_I32, 1, 13, NULL) == SPMD_OK && two[1] == 8);
     }
-    /* Large (rendezvous): both sides fail. */
+    /* Large (rendezvous): both sides fail, naming both sizes. */
     size_t n = 1 << 18;
     float *big = calloc(n + 1, sizeof *big);
     spmd_status st = rank == 1 ? spmd_send(g, big, n, SPMD_F32, 0, 10) : spmd_recv(g, big, n + 1, SPMD_F32, 1, 10, NULL);
     RREQUIRE(st == SPMD_ERR_MISMATCH);
+    if (rank == 1) RREQUIRE(strstr(spmd_group_errmsg(g), "refused by rank 0, whose receive expects 262145 x float32") != NULL);
     free(big);
     /* The pair still works afterwards. */
     int32_t v = 42;
