@@ -1,0 +1,174 @@
+// work.cpp — WorkSpmd and the completer thread (see work.hpp).
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace spmd_torch {
+
+WorkSpmd::WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, op), what_(what), outputs_(std::move(outputs)) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+WorkSpmd::~WorkSpmd() {
+  // spmd_work_free waits for a running operation (or cancels an unmatched
+  // receive), so a dropped Work never leaves spmd writing into freed tensors.
+  for (spmd_work* h : handles_) spmd_work_free(h);
+}
+
+bool WorkSpmd::drive() {
+  bool expected = false;
+  if (!claimed_.compare_exchange_strong(expected, true)) return false;
+  std::string err;
+  for (spmd_work* h : handles_) {
+    spmd_status st = spmd_work_wait(h, -1);
+    if (st != SPMD_OK && err.empty()) {
+      err = std::string("spmd ") + what_ + " failed: " + spmd_work_errmsg(h) + " (" +
+            spmd_status_name(st) + ")";
+    }
+    if (opType_ == c10d::OpType::RECVANYSOURCE) source_ = spmd_work_source(h);
+  }
+  std::exception_ptr e;
+  if (err.empty() && post_) {
+    try {
+      post_();
+    } catch (...) {
+      e = std::current_exception();
+    }
+  }
+  if (!err.empty()) e = std::make_exception_ptr(std::runtime_error(err));
+  finishWith(e);
+  return true;
+}
+
+void WorkSpmd::fail(const std::string& msg) {
+  claimed_ = true;
+  finishWith(std::make_exception_ptr(std::runtime_error(msg)));
+}
+
+void WorkSpmd::finishWith(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = e;
+  }
+  cv_.notify_all();
+  if (e)
+    future_->setError(e);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool WorkSpmd::isCompleted() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return true;
+  }
+  if (claimed_) return false;
+  for (spmd_work* h : handles_)
+    if (spmd_work_test(h) == SPMD_ERR_AGAIN) return false;
+  drive();  // every handle is done: finishing is quick
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool WorkSpmd::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && !exception_;
+}
+
+std::exception_ptr WorkSpmd::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+int WorkSpmd::sourceRank() const {
+  TORCH_CHECK(opType_ == c10d::OpType::RECVANYSOURCE,
+              "sourceRank() is only defined for a receive from any source");
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(completed_, "sourceRank(): the receive has not completed");
+  return source_;
+}
+
+std::vector<at::Tensor> WorkSpmd::result() { return outputs_; }
+
+bool WorkSpmd::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    if (!drive()) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return completed_; });
+    }
+  } else {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!isCompleted()) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        TORCH_CHECK(false, "spmd ", what_, ": wait timed out after ", timeout.count(), " ms");
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return completed_; });
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkSpmd::getFuture() {
+  TORCH_CHECK(!c10d::isP2POp(opType_),
+              "spmd: getFuture() is not supported for point-to-point operations (as gloo)");
+  return future_;
+}
+
+// ---- completer ------------------------------------------------------------
+
+Completer::Completer() : th_([this] { run(); }) {}
+
+Completer::~Completer() { stop(); }
+
+void Completer::push(c10::intrusive_ptr<WorkSpmd> w) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    q_.push_back(std::move(w));
+  }
+  cv_.notify_one();
+}
+
+bool Completer::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return q_.empty() && !busy_;
+}
+
+void Completer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !th_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (th_.joinable()) th_.join();
+}
+
+void Completer::run() {
+  for (;;) {
+    c10::intrusive_ptr<WorkSpmd> w;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;  // stopping and drained
+      w = q_.front();
+      q_.pop_front();
+      busy_ = true;
+    }
+    // If the user's thread claimed the work first, it finishes it; the
+    // completer only has to move on.
+    w->drive();
+    w.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+}
+
+}  // namespace spmd_torch

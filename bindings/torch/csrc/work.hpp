@@ -1,0 +1,87 @@
+// work.hpp — torch Work objects over spmd work handles, and the per-group
+// completer thread that finishes them (so getFuture() completes without
+// anyone calling wait(), as DDP's comm hooks need).
+#pragma once
+
+#include <spmd/spmd.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spmd_torch {
+
+// One torch operation: zero or more spmd handles (issued in order), the
+// tensors the op writes (its result), buffers that must live until it ends,
+// and a step run on success (copying a packed buffer back into a list).
+class WorkSpmd : public c10d::Work {
+ public:
+  WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs);
+  ~WorkSpmd() override;
+
+  void addHandle(spmd_work* w) { handles_.push_back(w); }
+  void keepAlive(at::Tensor t) { keep_.push_back(std::move(t)); }
+  void onSuccess(std::function<void()> fn) { post_ = std::move(fn); }
+  // The spmd group must outlive every handle on it (a Work may outlive its
+  // process group in Python).
+  void keepGroup(std::shared_ptr<void> g) { group_ = std::move(g); }
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override {}
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // Wait for the spmd handles and finish the work, once, by whichever thread
+  // claims it first (the user's wait() or the completer); false if another
+  // thread had claimed it.
+  bool drive();
+  // Fail without running (the op could not be issued).
+  void fail(const std::string& msg);
+
+ private:
+  void finishWith(std::exception_ptr e);
+
+  std::string what_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> keep_;
+  std::vector<spmd_work*> handles_;
+  std::shared_ptr<void> group_;
+  std::function<void()> post_;
+  std::atomic<bool> claimed_{false};
+  int source_ = -1;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// A thread that drives the group's works in issue order.  Collectives finish
+// in issue order; point-to-point works are only observed here, never blocked
+// behind (each p2p work is driven by whoever waits for it, see drive()).
+class Completer {
+ public:
+  Completer();
+  ~Completer();
+  void push(c10::intrusive_ptr<WorkSpmd> w);
+  bool idle();
+  void stop();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<WorkSpmd>> q_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread th_;
+};
+
+}  // namespace spmd_torch
