@@ -129,11 +129,14 @@ Completer::Completer() : th_([this] { run(); }) {}
 Completer::~Completer() { stop(); }
 
 void Completer::push(c10::intrusive_ptr<WorkSpmd> w) {
+  std::vector<c10::intrusive_ptr<WorkSpmd>> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     q_.push_back(std::move(w));
+    done.swap(done_);
   }
   cv_.notify_one();
+  // `done` is released here, in the caller's thread.
 }
 
 bool Completer::idle() {
@@ -149,6 +152,9 @@ void Completer::stop() {
   }
   cv_.notify_one();
   if (th_.joinable()) th_.join();
+  std::vector<c10::intrusive_ptr<WorkSpmd>> done;
+  std::lock_guard<std::mutex> lock(mu_);
+  done.swap(done_);
 }
 
 void Completer::run() {
@@ -165,8 +171,8 @@ void Completer::run() {
     // If the user's thread claimed the work first, it finishes it; the
     // completer only has to move on.
     w->drive();
-    w.reset();
     std::lock_guard<std::mutex> lock(mu_);
+    done_.push_back(std::move(w));
     busy_ = false;
   }
 }

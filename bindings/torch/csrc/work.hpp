@@ -79,6 +79,11 @@ class Completer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<WorkSpmd>> q_;
+  // Works the thread has finished.  It never drops the last reference
+  // itself: that may free tensors owned by Python objects, which takes the
+  // GIL, and the thread holding the GIL may be waiting for this one
+  // (destroy_process_group).  Callers of push() and stop() release them.
+  std::vector<c10::intrusive_ptr<WorkSpmd>> done_;
   bool busy_ = false;
   bool stop_ = false;
   std::thread th_;
