@@ -2,11 +2,15 @@
 # Install every Debian package spmd needs to build, test and run its demo.
 # Idempotent: when everything is already installed it does nothing (and
 # needs no network).  Run as root.  The peers used only by benchmarks
-# (Open MPI, PyTorch) are installed by bench/install-peers.sh instead.
+# (Open MPI) are installed by bench/install-peers.sh instead.
 set -eu
 PKGS="build-essential cmake make pkg-config git libopenblas-dev zlib1g-dev \
 dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps valgrind \
 python3"
+# The torch backend (bindings/torch, built and tested when torch is found):
+# Debian's torch 1.13, its C++ headers, Python's headers, pybind11; pip and
+# setuptools for `pip install ./bindings/torch`.
+PKGS="$PKGS python3-torch libtorch-dev python3-dev pybind11-dev python3-pip python3-setuptools"
 
 missing=""
 for p in $PKGS; do
