@@ -39,16 +39,16 @@ ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store,
               " could not form the process group: ", err);
   state_ = std::move(state);
   group_ = state_->group;
-  executor_ = std::make_unique<Executor>();
+  completer_ = std::make_unique<Completer>();
   init();
 }
 
 ProcessGroupSpmd::~ProcessGroupSpmd() {
   // Operations still queued would wait for ranks that may never issue them:
   // break the group so they fail at once, then drain.
-  if (!executor_->idle())
+  if (!completer_->idle())
     spmd_group_abort(group_, "the torch process group was destroyed with operations pending");
-  executor_->stop();
+  completer_->stop();
 }
 
 ProcessGroupSpmd::WorkPtr ProcessGroupSpmd::newWork(OpType op, const char* what,
@@ -58,32 +58,17 @@ ProcessGroupSpmd::WorkPtr ProcessGroupSpmd::newWork(OpType op, const char* what,
   return w;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::enqueue(const WorkPtr& w,
-                                                         std::function<spmd_status()> call) {
-  spmd_group* g = group_;
-  w->setRun([g, call] {
-    spmd_status st = call();
-    return st == SPMD_OK ? std::string()
-                         : std::string(spmd_group_errmsg(g)) + " (" + spmd_status_name(st) + ")";
-  });
-  executor_->push(w);
-  return w;
-}
-
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::issued(const WorkPtr& w, spmd_status st,
-                                                        bool /*collective*/) {
+                                                        bool collective) {
   if (st != SPMD_OK) {
     w->fail(std::string("spmd: rank ") + std::to_string(rank_) + ": " +
             spmd_group_errmsg(group_) + " (" + spmd_status_name(st) + ")");
+  } else if (collective) {
+    completer_->push(w);
   }
   return w;
 }
 
-// A collective: the blocking spmd call, run later by the executor (or the
-// waiter), in issue order.  Captures by value: tensors stay alive in the lambda.
-#define SPMD_COLL(w, call) return enqueue((w), [=]() -> spmd_status { return (call); })
-
-// Point-to-point: issued now as spmd async handles.
 #define SPMD_ISSUE(w, call, collective)          \
   do {                                           \
     spmd_work* h_ = nullptr;                     \
@@ -96,8 +81,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
   auto w = newWork(OpType::BROADCAST, "broadcast", tensors);
-  SPMD_COLL(w, spmd_broadcast(group_, t.data_ptr(), t.nbytes(), SPMD_U8,
-                                     (int)opts.rootRank));
+  SPMD_ISSUE(w, spmd_broadcast_async(group_, t.data_ptr(), t.nbytes(), SPMD_U8,
+                                     (int)opts.rootRank, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce(std::vector<at::Tensor>& tensors,
@@ -106,8 +91,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce(std::vector<at::Tenso
   spmd_dtype dt = reduceDtype(t, "allreduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "allreduce");
   auto w = newWork(OpType::ALLREDUCE, "allreduce", tensors);
-  SPMD_COLL(w, spmd_all_reduce(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt,
-                                      op));
+  SPMD_ISSUE(w, spmd_all_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt,
+                                      op, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce_coalesced(
@@ -126,8 +111,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce_coalesced(
   w->keepAlive(flat);
   std::vector<at::Tensor> outs = tensors;
   w->onSuccess([flat, outs] { unflatten(flat, outs); });
-  SPMD_COLL(w, spmd_all_reduce(group_, flat.data_ptr(), flat.data_ptr(),
-                                      (size_t)flat.numel(), dt, op));
+  SPMD_ISSUE(w, spmd_all_reduce_async(group_, flat.data_ptr(), flat.data_ptr(),
+                                      (size_t)flat.numel(), dt, op, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce(std::vector<at::Tensor>& tensors,
@@ -136,8 +121,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce(std::vector<at::Tensor>&
   spmd_dtype dt = reduceDtype(t, "reduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "reduce");
   auto w = newWork(OpType::REDUCE, "reduce", tensors);
-  SPMD_COLL(w, spmd_reduce(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt, op,
-                                  (int)opts.rootRank));
+  SPMD_ISSUE(w, spmd_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt, op,
+                                  (int)opts.rootRank, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather(
@@ -151,8 +136,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather(
   for (at::Tensor& o : outputs[0]) bufs.push_back(o.data_ptr());
   auto w = newWork(OpType::ALLGATHER, "allgather", outputs[0]);
   w->keepAlive(in);
-  SPMD_COLL(w, spmd_all_gather_list(group_, in.data_ptr(), bufs.data(), in.nbytes(),
-                                           SPMD_U8));
+  SPMD_ISSUE(w, spmd_all_gather_list_async(group_, in.data_ptr(), bufs.data(), in.nbytes(),
+                                           SPMD_U8, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_allgather_base(at::Tensor& output,
@@ -166,8 +151,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_allgather_base(at::Tensor& out
               ") times the input's elements, of the same dtype");
   auto w = newWork(OpType::_ALLGATHER_BASE, "_allgather_base", {output});
   w->keepAlive(input);
-  SPMD_COLL(w, spmd_all_gather(group_, input.data_ptr(), output.data_ptr(), input.nbytes(),
-                                      SPMD_U8));
+  SPMD_ISSUE(w, spmd_all_gather_async(group_, input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                      SPMD_U8, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_coalesced(
@@ -189,8 +174,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_coalesced(
   w->keepAlive(flat);
   w->keepAlive(all);
   w->onSuccess([all, outs] { unflatten(all, outs); });
-  SPMD_COLL(w, spmd_all_gather(group_, flat.data_ptr(), all.data_ptr(), flat.nbytes(),
-                                      SPMD_U8));
+  SPMD_ISSUE(w, spmd_all_gather_async(group_, flat.data_ptr(), all.data_ptr(), flat.nbytes(),
+                                      SPMD_U8, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::gather(
@@ -217,8 +202,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::gather(
     w->keepAlive(all);
     w->onSuccess([all, outs] { unflatten(all, outs); });
   }
-  SPMD_COLL(w, spmd_gather(group_, in.data_ptr(), all.defined() ? all.data_ptr() : nullptr,
-                                  in.nbytes(), SPMD_U8, root));
+  SPMD_ISSUE(w, spmd_gather_async(group_, in.data_ptr(), all.defined() ? all.data_ptr() : nullptr,
+                                  in.nbytes(), SPMD_U8, root, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::scatter(
@@ -239,8 +224,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::scatter(
   }
   auto w = newWork(OpType::SCATTER, "scatter", outputs);
   if (all.defined()) w->keepAlive(all);
-  SPMD_COLL(w, spmd_scatter(group_, all.defined() ? all.data_ptr() : nullptr, out.data_ptr(),
-                            out.nbytes(), SPMD_U8, root));
+  SPMD_ISSUE(w, spmd_scatter_async(group_, all.defined() ? all.data_ptr() : nullptr,
+                                   out.data_ptr(), out.nbytes(), SPMD_U8, root, nullptr, &h_),
+             true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter(
@@ -255,8 +241,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter(
   at::Tensor all = flatten(inputs[0]);
   auto w = newWork(OpType::REDUCE_SCATTER, "reduce_scatter", outputs);
   w->keepAlive(all);
-  SPMD_COLL(w, spmd_reduce_scatter(group_, all.data_ptr(), out.data_ptr(), (size_t)out.numel(),
-                                   dt, op));
+  SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, all.data_ptr(), out.data_ptr(),
+                                          (size_t)out.numel(), dt, op, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_reduce_scatter_base(
@@ -271,8 +257,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_reduce_scatter_base(
   spmd_op op = reduceOp(opts.reduceOp, output, "_reduce_scatter_base");
   auto w = newWork(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output});
   w->keepAlive(input);
-  SPMD_COLL(w, spmd_reduce_scatter(group_, input.data_ptr(), output.data_ptr(),
-                                          (size_t)output.numel(), dt, op));
+  SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, input.data_ptr(), output.data_ptr(),
+                                          (size_t)output.numel(), dt, op, nullptr, &h_), true);
 }
 
 namespace {
@@ -312,14 +298,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall_base(
     TORCH_CHECK(input.numel() == output.numel() && input.nbytes() % size_ == 0,
                 "spmd alltoall_base: input and output must have the same size, divisible by "
                 "world_size");
-    SPMD_COLL(w, spmd_all_to_all(group_, input.data_ptr(), output.data_ptr(),
-                                        input.nbytes() / size_, SPMD_U8));
+    SPMD_ISSUE(w, spmd_all_to_all_async(group_, input.data_ptr(), output.data_ptr(),
+                                        input.nbytes() / size_, SPMD_U8, nullptr, &h_), true);
   }
   std::vector<size_t> sc, sd, rc, rd;
   splitBytes(input, inputSplitSizes, size_, sc, sd, "input");
   splitBytes(output, outputSplitSizes, size_, rc, rd, "output");
-  SPMD_COLL(w, spmd_all_to_all_v(group_, input.data_ptr(), sc.data(), sd.data(),
-                                        output.data_ptr(), rc.data(), rd.data(), SPMD_U8));
+  SPMD_ISSUE(w, spmd_all_to_all_v_async(group_, input.data_ptr(), sc.data(), sd.data(),
+                                        output.data_ptr(), rc.data(), rd.data(), SPMD_U8,
+                                        nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor>& outputs,
@@ -349,13 +336,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor
   w->keepAlive(out);
   std::vector<at::Tensor> outs = outputs;
   w->onSuccess([out, outs] { unflatten(out, outs); });
-  SPMD_COLL(w, spmd_all_to_all_v(group_, in.data_ptr(), sc.data(), sd.data(), out.data_ptr(),
-                                 rc.data(), rd.data(), SPMD_U8));
+  SPMD_ISSUE(w, spmd_all_to_all_v_async(group_, in.data_ptr(), sc.data(), sd.data(),
+                                        out.data_ptr(), rc.data(), rd.data(), SPMD_U8, nullptr,
+                                        &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::barrier(const c10d::BarrierOptions&) {
   auto w = newWork(OpType::BARRIER, "barrier", {});
-  SPMD_COLL(w, spmd_barrier(group_));
+  SPMD_ISSUE(w, spmd_barrier_async(group_, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::send(std::vector<at::Tensor>& tensors,

@@ -6,7 +6,6 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,15 +79,13 @@ class ProcessGroupSpmd : public c10d::ProcessGroup {
  private:
   using WorkPtr = c10::intrusive_ptr<WorkSpmd>;
   WorkPtr newWork(c10d::OpType op, const char* what, std::vector<at::Tensor> outputs);
-  // A collective: queue the blocking call on the executor.
-  c10::intrusive_ptr<c10d::Work> enqueue(const WorkPtr& w, std::function<spmd_status()> call);
-  // A p2p op: check the issue call's status; on failure the work fails with
-  // the group's message.
+  // Check an issue call's status; on failure the work fails with the group's
+  // message.  Returns the work, queued on the completer (collectives).
   c10::intrusive_ptr<c10d::Work> issued(const WorkPtr& w, spmd_status st, bool collective);
 
   std::shared_ptr<GroupState> state_;
   spmd_group* group_ = nullptr;  // state_->group
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Completer> completer_;
 };
 
 // Rendezvous (rendezvous.cpp): the spmd store every rank of the group joins.

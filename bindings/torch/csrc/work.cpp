@@ -1,9 +1,10 @@
-// work.cpp — WorkSpmd and the executor (see work.hpp).
+// work.cpp — WorkSpmd and the completer thread (see work.hpp).
 #include "work.hpp"
 
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -20,42 +21,29 @@ WorkSpmd::~WorkSpmd() {
   for (spmd_work* h : handles_) spmd_work_free(h);
 }
 
-void WorkSpmd::execute() {
-  std::string err;
-  try {
-    err = run_();
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
-  finish(err.empty() ? err : "spmd " + what_ + " failed: " + err);
-}
-
-void WorkSpmd::driveHandles() {
+bool WorkSpmd::drive() {
   bool expected = false;
-  if (!claimed_.compare_exchange_strong(expected, true)) return;
+  if (!claimed_.compare_exchange_strong(expected, true)) return false;
   std::string err;
   for (spmd_work* h : handles_) {
     spmd_status st = spmd_work_wait(h, -1);
-    if (st != SPMD_OK && err.empty())
+    if (st != SPMD_OK && err.empty()) {
       err = std::string("spmd ") + what_ + " failed: " + spmd_work_errmsg(h) + " (" +
             spmd_status_name(st) + ")";
+    }
     if (opType_ == c10d::OpType::RECVANYSOURCE) source_ = spmd_work_source(h);
   }
-  finish(err);
-}
-
-void WorkSpmd::finish(const std::string& err) {
   std::exception_ptr e;
-  if (!err.empty()) {
-    e = std::make_exception_ptr(std::runtime_error(err));
-  } else if (post_) {
+  if (err.empty() && post_) {
     try {
       post_();
     } catch (...) {
       e = std::current_exception();
     }
   }
+  if (!err.empty()) e = std::make_exception_ptr(std::runtime_error(err));
   finishWith(e);
+  return true;
 }
 
 void WorkSpmd::fail(const std::string& msg) {
@@ -76,18 +64,27 @@ void WorkSpmd::finishWith(std::exception_ptr e) {
     future_->markCompleted(c10::IValue(outputs_));
 }
 
-bool WorkSpmd::completed() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_;
+void WorkSpmd::awaitPassively() {
+  auto nap = std::chrono::microseconds(10);
+  for (spmd_work* h : handles_) {
+    while (!claimed_ && spmd_work_test(h) == SPMD_ERR_AGAIN) {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(500));
+    }
+  }
 }
 
 bool WorkSpmd::isCompleted() {
-  if (completed()) return true;
-  if (run_ || claimed_) return false;  // collectives finish on their own
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return true;
+  }
+  if (claimed_) return false;
   for (spmd_work* h : handles_)
     if (spmd_work_test(h) == SPMD_ERR_AGAIN) return false;
-  driveHandles();  // every handle is done: finishing is quick
-  return completed();
+  drive();  // every handle is done: finishing is quick
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
 }
 
 bool WorkSpmd::isSuccess() const {
@@ -112,16 +109,11 @@ std::vector<at::Tensor> WorkSpmd::result() { return outputs_; }
 
 bool WorkSpmd::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {
-    if (completed()) {
-    } else if (run_) {
-      exec_->waitFor(this);
-    } else {
-      driveHandles();
+    if (!drive()) {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return completed_; });
     }
   } else {
-    // With a deadline nobody helps: poll until done or the deadline.
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!isCompleted()) {
       if (std::chrono::steady_clock::now() >= deadline)
@@ -141,54 +133,32 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkSpmd::getFuture() {
   return future_;
 }
 
-// ---- executor -------------------------------------------------------------
+// ---- completer ------------------------------------------------------------
 
-Executor::Executor() : th_([this] { run(); }) {}
+Completer::Completer() : th_([this] { run(); }) {}
 
-Executor::~Executor() { stop(); }
+Completer::~Completer() { stop(); }
 
-void Executor::push(c10::intrusive_ptr<WorkSpmd> w) {
+void Completer::push(c10::intrusive_ptr<WorkSpmd> w) {
   std::vector<c10::intrusive_ptr<WorkSpmd>> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    w->setExecutor(this);
     q_.push_back(std::move(w));
     done.swap(done_);
   }
   cv_.notify_one();
-  // `done` is released here, on the caller's thread.
+  // `done` is released here, in the caller's thread.
 }
 
-void Executor::waitFor(WorkSpmd* w) {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    if (w->completed()) return;
-    if (!busy_ && !q_.empty() && q_.front().get() == w) {
-      c10::intrusive_ptr<WorkSpmd> mine = std::move(q_.front());
-      q_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      mine->execute();  // inline: no hand-off
-      lock.lock();
-      busy_ = false;
-      done_.push_back(std::move(mine));
-      lock.unlock();
-      cv_.notify_one();
-      done_cv_.notify_all();
-      return;
-    }
-    done_cv_.wait(lock);
-  }
-}
-
-bool Executor::idle() {
+bool Completer::idle() {
   std::lock_guard<std::mutex> lock(mu_);
   return q_.empty() && !busy_;
 }
 
-void Executor::stop() {
+void Completer::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !th_.joinable()) return;
     stop_ = true;
   }
   cv_.notify_one();
@@ -198,21 +168,26 @@ void Executor::stop() {
   done.swap(done_);
 }
 
-void Executor::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+void Completer::run() {
   for (;;) {
-    // (a waiter running one inline has busy_ set and wakes this thread after)
-    cv_.wait(lock, [&] { return !busy_ && (stop_ || !q_.empty()); });
-    if (q_.empty()) return;  // stopping and drained
-    c10::intrusive_ptr<WorkSpmd> w = std::move(q_.front());
-    q_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    w->execute();
-    lock.lock();
-    busy_ = false;
+    c10::intrusive_ptr<WorkSpmd> w;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;  // stopping and drained
+      w = q_.front();
+      q_.pop_front();
+      busy_ = true;
+    }
+    // Wait passively: spmd's executor thread runs the collective in the
+    // background (spmd_work_wait would run it here instead, as a caller that
+    // blocks, which suits a waiting user but not DDP's buckets overlapping the
+    // backward on busy cores).  A user's wait() claims and helps it instead.
+    w->awaitPassively();
+    w->drive();  // quick: every handle is done, or the user's thread has it
+    std::lock_guard<std::mutex> lock(mu_);
     done_.push_back(std::move(w));
-    done_cv_.notify_all();
+    busy_ = false;
   }
 }
 
