@@ -39,7 +39,7 @@ ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store,
               " could not form the process group: ", err);
   state_ = std::move(state);
   group_ = state_->group;
-  completer_ = std::make_unique<Completer>();
+  completer_ = std::make_shared<Completer>();
   init();
 }
 
@@ -64,7 +64,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::issued(const WorkPtr& w, spmd_s
     w->fail(std::string("spmd: rank ") + std::to_string(rank_) + ": " +
             spmd_group_errmsg(group_) + " (" + spmd_status_name(st) + ")");
   } else if (collective) {
-    completer_->push(w);
+    w->setCompleter(completer_);  // queued there once someone asks for its future
   }
   return w;
 }

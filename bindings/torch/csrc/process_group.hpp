@@ -85,7 +85,7 @@ class ProcessGroupSpmd : public c10d::ProcessGroup {
 
   std::shared_ptr<GroupState> state_;
   spmd_group* group_ = nullptr;  // state_->group
-  std::unique_ptr<Completer> completer_;
+  std::shared_ptr<Completer> completer_;
 };
 
 // Rendezvous (rendezvous.cpp): the spmd store every rank of the group joins.

@@ -130,6 +130,12 @@ bool WorkSpmd::wait(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10::ivalue::Future> WorkSpmd::getFuture() {
   TORCH_CHECK(!c10d::isP2POp(opType_),
               "spmd: getFuture() is not supported for point-to-point operations (as gloo)");
+  if (!watched_.exchange(true)) {
+    if (auto c = completer_.lock())
+      c->push(c10::intrusive_ptr<WorkSpmd>::reclaim_copy(this));
+    else
+      drive();  // the process group is gone: finish here
+  }
   return future_;
 }
 

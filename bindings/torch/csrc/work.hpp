@@ -32,6 +32,9 @@ class WorkSpmd : public c10d::Work {
   // The spmd group must outlive every handle on it (a Work may outlive its
   // process group in Python).
   void keepGroup(std::shared_ptr<void> g) { group_ = std::move(g); }
+  // Collectives: the completer that completes the future, used only once
+  // getFuture() is called (a blocking dist.all_reduce never wakes it).
+  void setCompleter(const std::shared_ptr<class Completer>& c) { completer_ = c; }
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -62,6 +65,8 @@ class WorkSpmd : public c10d::Work {
   std::shared_ptr<void> group_;
   std::function<void()> post_;
   std::atomic<bool> claimed_{false};
+  std::weak_ptr<class Completer> completer_;
+  std::atomic<bool> watched_{false};
   int source_ = -1;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
