@@ -9,16 +9,10 @@ SPMDRUN (the spmdrun binary) and SPMD_TORCH_PATH (where spmd_torch is
 built) come from ctest.  Exit code: the program's (or the launcher's).
 """
 import os
-import socket
 import subprocess
 import sys
 
-
-def free_port():
-    # torchrun needs a port for its store; the kernel picks a free one.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from seed_util import free_port  # (imports no torch)
 
 
 def main():

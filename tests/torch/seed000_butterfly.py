@@ -16,6 +16,10 @@ def init_process(rank, size, fn, master_port, backend='spmd'):
     os.environ['MASTER_PORT'] = str(master_port)
     dist.init_process_group(backend, rank=rank, world_size=size)
     fn(rank, size)
+    # Added: rank 0 hosts torch's store, which torch 1.13's start-up barrier
+    # polls; with a fast backend rank 0 could finish and exit while another
+    # rank is still polling it ("Connection reset by peer").
+    dist.barrier()
 
 def butterfly_allreduce(send, rank, size):
     """
