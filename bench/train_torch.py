@@ -114,6 +114,9 @@ def main():
     ap.add_argument("--eval", action="store_true", help="report test accuracy at the end")
     ap.add_argument("--world-size", type=int, default=1, help="DDP processes (gloo)")
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket cap")
+    ap.add_argument("--backend", default="gloo",
+                    help="torch.distributed backend of DDP: gloo, or spmd (bindings/torch's "
+                         "spmd_torch on PYTHONPATH)")
     a = ap.parse_args()
     if a.world_size > 1:
         import tempfile
@@ -135,7 +138,9 @@ def worker(rank, a, store):
     if ddp:
         import torch.distributed as dist
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+        if a.backend == "spmd":
+            import spmd_torch  # noqa: F401  registers the backend
+        dist.init_process_group(a.backend, init_method="file://" + store, rank=rank,
                                 world_size=a.world_size)
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -191,9 +196,9 @@ def worker(rank, a, store):
            "backward %.3f ms, optimizer %.3f ms" % (a.model, B, timed / dt, steps - a.warmup, dt,
                                                    1e3 * tf / n, 1e3 * tb / n, 1e3 * to / n)
     if ddp:
-        line = "torch DDP (gloo, world %d) %s batch %d per rank: %.0f samples/s over %d steps " \
+        line = "torch DDP (%s, world %d) %s batch %d per rank: %.0f samples/s over %d steps " \
                "(%.2f s); per step: forward %.3f ms, backward+all_reduce %.3f ms, optimizer %.3f ms" % (
-                   W, a.model, B, timed / dt, steps - a.warmup, dt, 1e3 * tf / n, 1e3 * tb / n,
+                   a.backend, W, a.model, B, timed / dt, steps - a.warmup, dt, 1e3 * tf / n, 1e3 * tb / n,
                    1e3 * to / n)
     if a.eval:
         xt, yt = load_split(a.data, "t10k")

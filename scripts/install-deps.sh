@@ -1,14 +1,19 @@
 #!/bin/sh
 # Install every Debian package spmd needs to build, test and run its demo.
 # Idempotent: when everything is already installed it does nothing (and
-# needs no network).  Run as root.  The peers used only by benchmarks
-# (Open MPI, PyTorch) are installed by bench/install-peers.sh instead.
+# needs no network).  Run as root.  Benchmark-only peers are installed by
+# bench/install-peers.sh.
 set -eu
 PKGS="build-essential cmake make pkg-config git libopenblas-dev zlib1g-dev \
 dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev iproute2 procps valgrind \
 python3 libssl-dev"
-# spmd-train's checkpoints are checked against PyTorch both ways (tests/train/)
-PKGS="$PKGS python3-torch python3-numpy"
+# spmd-train's checkpoints are checked against PyTorch both ways (tests/train/),
+# and the torch backend (bindings/torch, built and tested when torch is found):
+# Debian's torch 1.13, its C++ headers, Python's headers, pybind11; pip and
+# setuptools for `pip install ./bindings/torch`.
+PKGS="$PKGS python3-torch python3-numpy libtorch-dev python3-dev pybind11-dev python3-pip python3-setuptools"
+# mpirun launches spmd programs in the suite (tests/mp/test_mpirun.sh)
+PKGS="$PKGS openmpi-bin libopenmpi-dev"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,37 @@
+// module.cpp — the Python module spmd_torch._C: the backend's creator
+// function (what torch.distributed.Backend.register_backend expects) and the
+// c10d store over spmdrun's agent store.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.hpp"
+#include "spmd_store.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<spmd_torch::ProcessGroupSpmd>(store, rank, size, timeout);
+}
+
+c10::intrusive_ptr<c10d::Store> createStore(const std::string& host, int port,
+                                            std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<spmd_torch::SpmdStore>(host, port, timeout);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  py::module::import("torch.distributed");  // registers c10d's Store and ProcessGroup types
+  m.doc() = "spmd as a torch.distributed backend (import spmd_torch registers \"spmd\")";
+  m.def("create_process_group", &createProcessGroup, py::arg("store"), py::arg("rank"),
+        py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+        "A process group of the spmd backend (torch calls this through register_backend).");
+  m.def("spmd_store", &createStore, py::arg("host"), py::arg("port"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>(),
+        "A torch Store over an spmd store server (spmdrun's agent store).");
+}

@@ -1,0 +1,98 @@
+// process_group.hpp — c10d::ProcessGroup over one spmd group.
+#pragma once
+
+#include <spmd/spmd.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "work.hpp"
+
+namespace spmd_torch {
+
+// The spmd group and its rendezvous store, released with the last user (the
+// process group or a Work still holding handles).
+struct GroupState {
+  spmd_store_server* server = nullptr;  // group rank 0 hosts the rendezvous store
+  spmd_store* store = nullptr;
+  spmd_group* group = nullptr;
+  ~GroupState();
+};
+
+class ProcessGroupSpmd : public c10d::ProcessGroup {
+ public:
+  // Rendezvous through torch's store (rendezvous.cpp); blocks until every
+  // rank has joined or `timeout` passes.
+  ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupSpmd() override;
+
+  const std::string getBackendName() const override { return "spmd"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+
+  spmd_group* group() const { return group_; }
+
+ private:
+  using WorkPtr = c10::intrusive_ptr<WorkSpmd>;
+  WorkPtr newWork(c10d::OpType op, const char* what, std::vector<at::Tensor> outputs);
+  // Check an issue call's status; on failure the work fails with the group's
+  // message.  Returns the work, queued on the completer (collectives).
+  c10::intrusive_ptr<c10d::Work> issued(const WorkPtr& w, spmd_status st, bool collective);
+
+  std::shared_ptr<GroupState> state_;
+  spmd_group* group_ = nullptr;  // state_->group
+  std::shared_ptr<Completer> completer_;
+};
+
+// Rendezvous (rendezvous.cpp): the spmd store every rank of the group joins.
+struct Rendezvous {
+  spmd_store_server* server = nullptr;
+  spmd_store* store = nullptr;
+};
+Rendezvous rendezvous(c10d::Store& torchStore, int rank, int size, std::chrono::milliseconds timeout);
+
+}  // namespace spmd_torch

@@ -1,0 +1,200 @@
+// work.cpp — WorkSpmd and the completer thread (see work.hpp).
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace spmd_torch {
+
+WorkSpmd::WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, op), what_(what), outputs_(std::move(outputs)) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+WorkSpmd::~WorkSpmd() {
+  // spmd_work_free waits for a running operation (or cancels an unmatched
+  // receive), so a dropped Work never leaves spmd writing into freed tensors.
+  for (spmd_work* h : handles_) spmd_work_free(h);
+}
+
+bool WorkSpmd::drive() {
+  bool expected = false;
+  if (!claimed_.compare_exchange_strong(expected, true)) return false;
+  std::string err;
+  for (spmd_work* h : handles_) {
+    spmd_status st = spmd_work_wait(h, -1);
+    if (st != SPMD_OK && err.empty()) {
+      err = std::string("spmd ") + what_ + " failed: " + spmd_work_errmsg(h) + " (" +
+            spmd_status_name(st) + ")";
+    }
+    if (opType_ == c10d::OpType::RECVANYSOURCE) source_ = spmd_work_source(h);
+  }
+  std::exception_ptr e;
+  if (err.empty() && post_) {
+    try {
+      post_();
+    } catch (...) {
+      e = std::current_exception();
+    }
+  }
+  if (!err.empty()) e = std::make_exception_ptr(std::runtime_error(err));
+  finishWith(e);
+  return true;
+}
+
+void WorkSpmd::fail(const std::string& msg) {
+  claimed_ = true;
+  finishWith(std::make_exception_ptr(std::runtime_error(msg)));
+}
+
+void WorkSpmd::finishWith(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = e;
+  }
+  cv_.notify_all();
+  if (e)
+    future_->setError(e);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+void WorkSpmd::awaitPassively() {
+  auto nap = std::chrono::microseconds(10);
+  for (spmd_work* h : handles_) {
+    while (!claimed_ && spmd_work_test(h) == SPMD_ERR_AGAIN) {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(500));
+    }
+  }
+}
+
+bool WorkSpmd::isCompleted() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return true;
+  }
+  if (claimed_) return false;
+  for (spmd_work* h : handles_)
+    if (spmd_work_test(h) == SPMD_ERR_AGAIN) return false;
+  drive();  // every handle is done: finishing is quick
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool WorkSpmd::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && !exception_;
+}
+
+std::exception_ptr WorkSpmd::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+int WorkSpmd::sourceRank() const {
+  TORCH_CHECK(opType_ == c10d::OpType::RECVANYSOURCE,
+              "sourceRank() is only defined for a receive from any source");
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(completed_, "sourceRank(): the receive has not completed");
+  return source_;
+}
+
+std::vector<at::Tensor> WorkSpmd::result() { return outputs_; }
+
+bool WorkSpmd::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    if (!drive()) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return completed_; });
+    }
+  } else {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!isCompleted()) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        TORCH_CHECK(false, "spmd ", what_, ": wait timed out after ", timeout.count(), " ms");
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return completed_; });
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkSpmd::getFuture() {
+  TORCH_CHECK(!c10d::isP2POp(opType_),
+              "spmd: getFuture() is not supported for point-to-point operations (as gloo)");
+  if (!watched_.exchange(true)) {
+    if (auto c = completer_.lock())
+      c->push(c10::intrusive_ptr<WorkSpmd>::reclaim_copy(this));
+    else
+      drive();  // the process group is gone: finish here
+  }
+  return future_;
+}
+
+// ---- completer ------------------------------------------------------------
+
+Completer::Completer() : th_([this] { run(); }) {}
+
+Completer::~Completer() { stop(); }
+
+void Completer::push(c10::intrusive_ptr<WorkSpmd> w) {
+  std::vector<c10::intrusive_ptr<WorkSpmd>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    q_.push_back(std::move(w));
+    done.swap(done_);
+  }
+  cv_.notify_one();
+  // `done` is released here, in the caller's thread.
+}
+
+bool Completer::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return q_.empty() && !busy_;
+}
+
+void Completer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !th_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (th_.joinable()) th_.join();
+  std::vector<c10::intrusive_ptr<WorkSpmd>> done;
+  std::lock_guard<std::mutex> lock(mu_);
+  done.swap(done_);
+}
+
+void Completer::run() {
+  for (;;) {
+    c10::intrusive_ptr<WorkSpmd> w;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;  // stopping and drained
+      w = q_.front();
+      q_.pop_front();
+      busy_ = true;
+    }
+    // Wait passively: spmd's executor thread runs the collective in the
+    // background (spmd_work_wait would run it here instead, as a caller that
+    // blocks, which suits a waiting user but not DDP's buckets overlapping the
+    // backward on busy cores).  A user's wait() claims and helps it instead.
+    w->awaitPassively();
+    w->drive();  // quick: every handle is done, or the user's thread has it
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.push_back(std::move(w));
+    busy_ = false;
+  }
+}
+
+}  // namespace spmd_torch

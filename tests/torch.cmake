@@ -1,0 +1,33 @@
+# The torch backend (bindings/torch): the seeds' Python programs and the op,
+# failure and init-method tests on init_process_group("spmd"), each under the
+# launcher it was written for — their own processes (mp.spawn / Process), or
+# torchrun and spmdrun both.  Registered only when spmd_torch is built
+# (SPMD_WITH_TORCH, cmake/torch.cmake).
+# Labels: torch; no-asan and no-tsan because the Python interpreter cannot
+# load an extension linked with a sanitized libspmd (the sanitizer runtime
+# must come first in the process), so sanitizer builds do not build spmd_torch.
+if(TARGET spmd_torch)
+  set(TORCH_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/torch)
+  function(spmd_torch_test name mode nproc script)
+    add_test(NAME ${name}
+             COMMAND ${SPMD_PYTHON} ${TORCH_TEST_DIR}/run.py ${mode} ${nproc} ${TORCH_TEST_DIR}/${script})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 180 LABELS "torch;no-asan;no-tsan"
+      ENVIRONMENT "SPMD_TORCH_PATH=${PROJECT_BINARY_DIR}/python;SPMDRUN=$<TARGET_FILE:spmdrun>")
+  endfunction()
+  # seed 000
+  spmd_torch_test(torch_seed000_p2p python 1 seed000_p2p.py)
+  spmd_torch_test(torch_seed000_allreduce_spawn python 1 seed000_allreduce_spawn.py)
+  spmd_torch_test(torch_seed000_butterfly python 1 seed000_butterfly.py)
+  # seed 004 (mp.spawn as written, and under both launchers)
+  spmd_torch_test(torch_seed004_p2p python 1 seed004_p2p.py)
+  foreach(launcher torchrun spmdrun)
+    spmd_torch_test(torch_seed000_training_${launcher} ${launcher} 2 seed000_training.py)
+    spmd_torch_test(torch_seed000_ddp_${launcher} ${launcher} 2 seed000_ddp.py)
+    spmd_torch_test(torch_seed001_collectives_${launcher} ${launcher} 4 seed001_collectives.py)
+    spmd_torch_test(torch_seed001_ddp_${launcher} ${launcher} 2 seed001_ddp.py)
+    spmd_torch_test(torch_seed004_p2p_${launcher} ${launcher} 2 seed004_p2p.py)
+    spmd_torch_test(torch_ops_${launcher} ${launcher} 3 torch_ops.py)
+  endforeach()
+  spmd_torch_test(torch_init_methods python 1 torch_init_methods.py)
+  spmd_torch_test(torch_failure python 1 torch_failure.py)
+endif()
