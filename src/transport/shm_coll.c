@@ -100,6 +100,11 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
         spmd__path *cp = m->path[SPMD__CH_COLL][r];
         if (spmd__path_arm(cp, 1, 0)) {
             spmd__path_disarm(cp);
+            /* r posts its flag before it sends anything after this step, so
+             * bytes from a peer that has meanwhile reached step k belong to
+             * its next collective: only a peer still short of k is out of
+             * order */
+            if ((int32_t)(atomic_load_explicit(step_word(h), memory_order_acquire) - k) >= 0) continue;
             return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
                                    "collective mismatch: rank %d sent a message over the wire while rank %d waits "
                                    "in %s #%u (collectives called in a different order on different ranks?)",
