@@ -159,11 +159,7 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     e->ctx.m = &g->t;
     size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
     e->ctx.segment_bytes = seg & ~(size_t)63;
-    /* Busy-polling pays when every rank of the node has a core; when the node
-     * is oversubscribed a spinning rank steals the core its peer needs. */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int oversubscribed = ncpu > 0 && g->local_world > ncpu;
-    e->ctx.spin_ns = (uint64_t)env_size("SPMD_SPIN_US", oversubscribed ? 5 : 200, 0, 1000000) * 1000u;
+    e->ctx.spin_ns = g->t.spin_ns; /* the mesh's busy-poll budget (SPMD_SPIN_US) */
     /* Yield while spinning: the peer rank or our own executor thread may be
      * waiting for this core. */
     e->ctx.yield_in_spin = 1;

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include "group_internal.h"
 
+/* waiting: the caller waits for it at once (blocking call) and drives the
+ * engine itself meanwhile, so the engine need not arrange to be woken. */
 static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, size_t count,
-                        spmd_dtype dt, int peer, int tag, spmd_work **out) {
+                        spmd_dtype dt, int peer, int tag, int waiting, spmd_work **out) {
     const char *what = kind == SPMD__W_SEND ? "send" : "recv";
     if (!g || !out) return SPMD_ERR_INVALID;
     size_t es = spmd_dtype_size(dt);
@@ -29,6 +31,7 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
     w->req.poll_peer = peer;
     w->req.tag = tag;
     w->req.dtype = (int)dt;
+    w->req.waiting = waiting;
     char err[SPMD__ERRLEN];
     spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
                                           : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);
@@ -43,12 +46,12 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
 
 spmd_status spmd_isend(spmd_group *g, const void *buf, size_t count, spmd_dtype dt, int dst, int tag,
                        spmd_work **work) {
-    return make(g, SPMD__W_SEND, buf, count, dt, dst, tag, work);
+    return make(g, SPMD__W_SEND, buf, count, dt, dst, tag, 0, work);
 }
 
 spmd_status spmd_irecv(spmd_group *g, void *buf, size_t count, spmd_dtype dt, int src, int tag,
                        spmd_work **work) {
-    return make(g, SPMD__W_RECV, buf, count, dt, src, tag, work);
+    return make(g, SPMD__W_RECV, buf, count, dt, src, tag, 0, work);
 }
 
 static spmd_status finish(spmd_group *g, spmd_work *w, const char *what, int peer, int *source) {
@@ -64,14 +67,14 @@ static spmd_status finish(spmd_group *g, spmd_work *w, const char *what, int pee
 
 spmd_status spmd_send(spmd_group *g, const void *buf, size_t count, spmd_dtype dt, int dst, int tag) {
     spmd_work *w = NULL;
-    spmd_status st = spmd_isend(g, buf, count, dt, dst, tag, &w);
+    spmd_status st = make(g, SPMD__W_SEND, buf, count, dt, dst, tag, 1, &w);
     if (st) return st;
     return finish(g, w, "send", dst, NULL);
 }
 
 spmd_status spmd_recv(spmd_group *g, void *buf, size_t count, spmd_dtype dt, int src, int tag, int *source) {
     spmd_work *w = NULL;
-    spmd_status st = spmd_irecv(g, buf, count, dt, src, tag, &w);
+    spmd_status st = make(g, SPMD__W_RECV, buf, count, dt, src, tag, 1, &w);
     if (st) return st;
     return finish(g, w, "recv", src, source);
 }

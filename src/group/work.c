@@ -55,23 +55,35 @@ spmd_status spmd_work_test(spmd_work *w) {
     return st;
 }
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
  * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
- * so spin longer there; when ranks outnumber cores, spinning takes the core
- * the sender needs, so give up soon and sleep (yielding meanwhile). */
+ * so spin longer there, and touch the engine only when its ring has bytes
+ * (no lock, no system call while nothing comes).  When ranks outnumber cores,
+ * spinning takes the core the sender needs: yield while spinning and give up
+ * soon.  Over TCP every look is a system call; yield between them so the
+ * progress thread or the peer rank may run. */
 static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
-    uint64_t spin_ns = m->oversubscribed ? 10000 : m->shm ? 200000 : 50000;
+    const int peer = w->req.poll_peer;
+    const uint64_t spin_ns = m->shm ? m->spin_ns : m->spin_ns < 50000 ? m->spin_ns : 50000;
+    const int yield = m->oversubscribed || !m->shm;
     uint64_t spin_until = spmd__now_ns() + spin_ns;
-    spmd__p2p_spin_begin(m);
+    spmd__p2p_spin_begin(m, peer);
     for (unsigned i = 0; !atomic_load_explicit(&w->done, memory_order_acquire); i++) {
-        spmd__p2p_poll(m, w->req.poll_peer);
+        if (spmd__p2p_ready(m, peer)) spmd__p2p_poll(m, peer);
+        else cpu_relax();
         if ((i & 63) == 63) {
             if (spmd__now_ns() >= spin_until) break;
-            sched_yield(); /* let the progress thread or the peer rank run */
+            if (yield) sched_yield();
         }
     }
-    spmd__p2p_spin_end(m);
+    spmd__p2p_spin_end(m, peer);
 }
 
 spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {

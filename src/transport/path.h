@@ -24,6 +24,14 @@
  *                        the peer closed its connection, else 1
  *   spmd__path_lower(p)  stand down as reader without sleeping (a thread
  *                        that polls the path itself needs no doorbell)
+ *   spmd__path_idle(p)   a sleeper that waits for nothing on this path: the
+ *                        writer rings only once the ring is half full (so
+ *                        unexpected messages get drained); returns 1 when it
+ *                        already is
+ *   spmd__path_pending(p) bytes may be there to read (no system call; a TCP
+ *                        path cannot tell and says 1)
+ *   spmd__path_kick(p)   ring the doorbell whatever the flags say (an abort
+ *                        notice must wake a reader that waits for nothing)
  */
 #ifndef SPMD_TRANSPORT_PATH_H
 #define SPMD_TRANSPORT_PATH_H
@@ -45,6 +53,9 @@ typedef struct {
     int (*arm)(spmd__path *p, int reading, int writing);
     int (*disarm)(spmd__path *p);
     void (*lower)(spmd__path *p);
+    int (*idle)(spmd__path *p);
+    int (*pending)(spmd__path *p);
+    void (*kick)(spmd__path *p);
     void (*free)(spmd__path *p);
 } spmd__path_ops;
 
@@ -63,6 +74,9 @@ static inline int spmd__path_arm(spmd__path *p, int reading, int writing) {
 }
 static inline void spmd__path_lower(spmd__path *p) { p->ops->lower(p); }
 static inline int spmd__path_disarm(spmd__path *p) { return p->ops->disarm(p); }
+static inline int spmd__path_idle(spmd__path *p) { return p->ops->idle(p); }
+static inline int spmd__path_pending(spmd__path *p) { return p->ops->pending(p); }
+static inline void spmd__path_kick(spmd__path *p) { p->ops->kick(p); }
 static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
 
 /* A TCP path over connection fd (path_tcp.c); NULL when out of memory. */

@@ -14,13 +14,14 @@
 #include "mesh.h"
 #include "path.h"
 
-#define SEG_MAGIC 0x73706d646c6e6b32ull /* "spmdlnk2" */
+#define SEG_MAGIC 0x73706d646c6e6b33ull /* "spmdlnk3" */
 #define HDR_BYTES 4096u
 
 typedef struct {
     _Alignas(64) _Atomic uint64_t tail;
     _Alignas(64) _Atomic uint64_t head;
-    _Alignas(64) _Atomic uint32_t c_sleep;
+    _Alignas(64) _Atomic uint32_t c_sleep; /* the consumer sleeps and wants every message */
+    _Atomic uint32_t c_idle;               /* ... sleeps, wants a doorbell only once the ring is half full */
     _Alignas(64) _Atomic uint32_t p_sleep;
     _Alignas(64) unsigned char data[];
 } ring;

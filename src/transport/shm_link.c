@@ -15,6 +15,10 @@
  *     c_sleep   the consumer may be asleep: the producer, after publishing,
  *               clears it and rings the doorbell (one byte on the pair's TCP
  *               connection, which the sleeper polls)
+ *     c_idle    the consumer sleeps but waits for nothing from us: the
+ *               producer rings only once the ring is more than half full,
+ *               so unexpected messages are drained without a system call
+ *               per message
  *     p_sleep   the producer waits for space: the consumer, after reading,
  *               clears it and rings the doorbell the other way
  *     data      ring_bytes of payload
@@ -93,9 +97,13 @@ static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
     }
     atomic_store_explicit(&r->tail, tail + done, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed) &&
-        atomic_exchange_explicit(&r->c_sleep, 0, memory_order_relaxed))
+    if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed)) {
+        if (atomic_exchange_explicit(&r->c_sleep, 0, memory_order_relaxed)) doorbell(pp->fd);
+    } else if (atomic_load_explicit(&r->c_idle, memory_order_relaxed) &&
+               tail + done - atomic_load_explicit(&r->head, memory_order_relaxed) > p->size / 2 &&
+               atomic_exchange_explicit(&r->c_idle, 0, memory_order_relaxed)) {
         doorbell(pp->fd);
+    }
     return (ssize_t)done;
 }
 
@@ -148,13 +156,34 @@ static int shm_arm(spmd__path *pp, int reading, int writing) {
 }
 
 static void shm_lower(spmd__path *pp) {
-    atomic_store_explicit(&((shm_path *)pp)->in->c_sleep, 0, memory_order_relaxed);
+    ring *r = ((shm_path *)pp)->in;
+    /* look first: the writer reads this line on every message */
+    if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed)) atomic_store_explicit(&r->c_sleep, 0, memory_order_relaxed);
 }
+
+/* Sleep waiting for nothing from this peer: 1 when the ring is already past
+ * half full (drain it before sleeping). */
+static int shm_idle(spmd__path *pp) {
+    shm_path *p = (shm_path *)pp;
+    ring *r = p->in;
+    atomic_store_explicit(&r->c_idle, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(&r->tail, memory_order_acquire) - atomic_load_explicit(&r->head, memory_order_relaxed) >
+           p->size / 2;
+}
+
+static int shm_pending(spmd__path *pp) {
+    ring *r = ((shm_path *)pp)->in;
+    return atomic_load_explicit(&r->tail, memory_order_acquire) != atomic_load_explicit(&r->head, memory_order_relaxed);
+}
+
+static void shm_kick(spmd__path *pp) { doorbell(pp->fd); }
 
 /* After a sleep: stand down and drain doorbells.  0 when the peer closed. */
 static int shm_disarm(spmd__path *pp) {
     shm_path *p = (shm_path *)pp;
     atomic_store_explicit(&p->in->c_sleep, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->in->c_idle, 0, memory_order_relaxed);
     atomic_store_explicit(&p->out->p_sleep, 0, memory_order_relaxed);
     char sink[64];
     for (;;) {
@@ -168,7 +197,8 @@ static int shm_disarm(spmd__path *pp) {
 
 static void shm_free(spmd__path *pp) { free(pp); }
 
-static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm_disarm, shm_lower, shm_free};
+static const spmd__path_ops shm_ops = {"shm",     shm_writev, shm_read,    shm_arm,  shm_disarm,
+                                       shm_lower, shm_idle,   shm_pending, shm_kick, shm_free};
 
 /* ---- set-up ---------------------------------------------------------------- */
 
