@@ -66,6 +66,7 @@ static const algo_row TABLE[] = {
      * then reduce-scatter + all-gather in two steps per slot-sized chunk */
     {SPMD__C_ALL_REDUCE,     "oneshot",   spmd__allreduce_shm_oneshot, 0,         16 * KiB,       2, ANY_WORLD SHM},
     {SPMD__C_ALL_REDUCE,     "shm",       spmd__allreduce_shm,         0,         ANY_SIZE,       2, ANY_WORLD SHM},
+    {SPMD__C_ALL_REDUCE,     "cma",       spmd__allreduce_cma,         BY_NAME_ONLY},
     /* several hosts: reduce within each through shared memory, one ring per
      * host index across them, gather within each */
     {SPMD__C_ALL_REDUCE,     "hier",      spmd__allreduce_hier,        0,         ANY_SIZE,       4, ANY_WORLD HIER},

@@ -66,6 +66,10 @@ static int is_rooted(spmd__coll_kind k) {
 static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *errbuf, size_t errlen) {
     spmd__coll_ctx *c = &g->exec->ctx;
     c->use_cma = waited;
+    /* Yield while spinning when another thread may want this core: a peer
+     * rank (more ranks than cores), or, for a collective in the background,
+     * the caller's computation. */
+    c->yield_in_spin = g->t.oversubscribed || !waited;
     char fmsg[SPMD__ERRLEN];
     spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
     if (st) {
@@ -160,9 +164,6 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
     e->ctx.segment_bytes = seg & ~(size_t)63;
     e->ctx.spin_ns = g->t.spin_ns; /* the mesh's busy-poll budget (SPMD_SPIN_US) */
-    /* Yield while spinning: the peer rank or our own executor thread may be
-     * waiting for this core. */
-    e->ctx.yield_in_spin = 1;
     g->exec = e;
     return SPMD_OK;
 }

@@ -161,3 +161,18 @@ spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c) {
     const spmd__topology *t = &c->m->topo;
     return sync_with(c, t->member + (size_t)t->my_host * (size_t)t->per_host, t->per_host);
 }
+
+int spmd__shm_coll_cma_usable(const spmd__coll_ctx *c) {
+    const spmd__mesh *m = c->m;
+    if (!spmd__shm_coll_usable(c) || !m->cma) return 0;
+    for (int r = 0; r < m->world; r++)
+        if (r != m->rank && !m->cma[r].ok) return 0;
+    return 1;
+}
+
+spmd_status spmd__shm_coll_read(spmd__coll_ctx *c, int peer, void *dst, uint64_t addr, size_t len) {
+    char why[SPMD__ERRLEN];
+    spmd_status st = spmd__cma_read(c->m, peer, dst, addr, len, why, sizeof why);
+    if (st) return spmd__coll_fail(c, st, "%s #%u: %s", spmd__coll_kind_name(c->kind), c->seq, why);
+    return SPMD_OK;
+}
