@@ -42,13 +42,17 @@ spmd_status spmd__allreduce_cma(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const size_t seg = spmd__ctx_segment_bytes(c) < BLOCK_BYTES ? spmd__ctx_segment_bytes(c) : BLOCK_BYTES;
     const size_t blk = seg / es ? seg / es : 1;
     char *out = (char *)a->recvbuf + po * es;
-    spmd__copy(out, (const char *)a->sendbuf + po * es, pl * es);
+    const char *own = (const char *)a->sendbuf + po * es;
     for (size_t o = 0; o < pl; o += blk) {
         const size_t len = pl - o < blk ? pl - o : blk;
+        int first = 1;
         for (int q = 0; q < w; q++) {
             if (q == me) continue;
             if ((st = spmd__shm_coll_read(c, q, tmp, addr[2 * q] + (po + o) * es, len * es))) return st;
-            spmd__reduce(out + o * es, tmp, len, a->dt, a->op);
+            /* the first peer's block meets our own on the way into the output (no copy pass) */
+            if (first) spmd__reduce3(out + o * es, own + o * es, tmp, len, a->dt, a->op);
+            else spmd__reduce(out + o * es, tmp, len, a->dt, a->op);
+            first = 0;
         }
     }
     if ((st = spmd__shm_coll_sync(c))) return st;

@@ -38,7 +38,7 @@ void spmd__coll_args_free(spmd__coll_args *a) {
     a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
 }
 
-/* FNV-1a over the arguments every rank must agree on. */
+/* A digest of the arguments every rank must agree on. */
 static uint32_t describe(const spmd__coll_args *a) {
     uint64_t v[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dt, (uint64_t)a->op,
                      (uint64_t)(int64_t)a->root};
@@ -46,10 +46,7 @@ static uint32_t describe(const spmd__coll_args *a) {
     if (a->kind == SPMD__C_BARRIER) v[1] = v[2] = v[3] = 0;
     if (a->kind != SPMD__C_REDUCE && a->kind != SPMD__C_ALL_REDUCE && a->kind != SPMD__C_REDUCE_SCATTER)
         v[3] = 0;
-    uint32_t h = 2166136261u;
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
+    return spmd__hash_words(v, 5);
 }
 
 static int is_rooted(spmd__coll_kind k) {

@@ -84,6 +84,10 @@ spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
  * completer must not touch w again. */
 void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg);
 
+/* SPMD_BIND=core: pin this process's calling thread (and the threads it
+ * starts later) to a core of its own among the host's ranks (bind.c). */
+void spmd__group_bind(int local_rank, int local_world);
+
 /* ---- group life cycle (init.c), shared with subgroup.c ------------------ */
 /* Claim the rank, agree on the world size and job id through g->store,
  * build the mesh and start the threads. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "group_internal.h"
+#include "transport/path.h"
 
 /* The engine completes the request embedded first in the work. */
 static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
@@ -80,7 +81,7 @@ static void spin_p2p(spmd_work *w) {
         else cpu_relax();
         if ((i & 63) == 63) {
             if (spmd__now_ns() >= spin_until) break;
-            if (yield) sched_yield();
+            if (yield || spmd__shm_shares_cpu(m->shm, peer)) sched_yield();
         }
     }
     spmd__p2p_spin_end(m, peer);

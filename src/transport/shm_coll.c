@@ -53,11 +53,8 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 }
 
 static uint32_t coll_hash(const spmd__coll_ctx *c) {
-    uint32_t h = 2166136261u;
-    uint32_t v[3] = {(uint32_t)c->kind, c->seq, c->desc};
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
+    const uint64_t v[2] = {(uint64_t)c->kind << 32 | c->seq, c->desc};
+    return spmd__hash_words(v, 2);
 }
 
 /* Wait until rank r has posted step k.  The slow path checks the group,
@@ -87,7 +84,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
         uint64_t now = spmd__now_ns();
         if (!spin_until) spin_until = now + c->spin_ns;
         if (now < spin_until) {
-            if (c->yield_in_spin) sched_yield();
+            if (c->yield_in_spin || spmd__shm_shares_cpu(m->shm, r)) sched_yield();
             continue;
         }
         char msg[SPMD__ERRLEN];

@@ -35,6 +35,7 @@ typedef struct {
      * step's number with another's hash */
     _Alignas(64) _Atomic uint64_t flag;
     _Alignas(64) _Atomic uint32_t sleepers; /* ranks waiting on our flag in futex */
+    _Alignas(64) _Atomic int32_t cpu;       /* the CPU this rank last waited on (path.h) */
 } seg_header;
 
 typedef struct {

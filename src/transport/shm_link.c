@@ -30,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,20 @@ void spmd__shm_link_free(spmd__shm_link *l) {
 
 int spmd__shm_link_peers(const spmd__shm_link *l) { return l ? l->npeers : 0; }
 
+int spmd__shm_shares_cpu(spmd__shm_link *l, int peer) {
+    if (!l) return 0;
+    int me = sched_getcpu(); /* a read of the rseq area with glibc >= 2.35 */
+    if (me < 0) return 0;
+    seg_header *own = spmd__shm_header(l->own);
+    if (atomic_load_explicit(&own->cpu, memory_order_relaxed) != me)
+        atomic_store_explicit(&own->cpu, me, memory_order_relaxed);
+    for (int r = 0; r < l->world; r++) {
+        if (r == l->rank || !l->peer[r] || (peer >= 0 && r != peer)) continue;
+        if (atomic_load_explicit(&spmd__shm_header(l->peer[r])->cpu, memory_order_relaxed) == me) return 1;
+    }
+    return 0;
+}
+
 /* Write then read `len` bytes with each listed peer over its idle
  * collective connection (everything fits any socket buffer). */
 static spmd_status swap_all(spmd__mesh *m, const char *want, unsigned char (*out)[16], unsigned char (*in)[16],
@@ -312,6 +327,7 @@ static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *e
             h->ring_bytes = l->ring_bytes;
             h->nchan = SPMD__NCHAN;
             h->slot_bytes = l->slot_bytes;
+            atomic_store_explicit(&h->cpu, -1, memory_order_relaxed);
             if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid();
             lfd = spmd__fdpass_listen(nonce, world);
             ready = lfd >= 0;
