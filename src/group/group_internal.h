@@ -80,6 +80,10 @@ struct spmd_work {
 };
 
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
+/* The same in caller-owned memory (a blocking call's handle on its stack),
+ * and its end: everything spmd_work_free does but free(). */
+void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind);
+void spmd__work_release(spmd_work *w);
 /* Complete a work: store status/message, wake waiters.  After this call the
  * completer must not touch w again. */
 void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg);

@@ -17,9 +17,10 @@ static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
     spmd__work_complete((spmd_work *)(void *)((char *)r - offsetof(spmd_work, req)), st, msg);
 }
 
-spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
-    spmd_work *w = calloc(1, sizeof *w);
-    if (!w) return NULL;
+void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind) {
+    memset(w, 0, offsetof(spmd_work, errmsg)); /* the message is written before it is read */
+    w->errmsg[0] = '\0';
+    memset(&w->next, 0, sizeof *w - offsetof(spmd_work, next));
     w->kind = kind;
     w->g = g;
     w->req.send = kind == SPMD__W_SEND;
@@ -32,6 +33,11 @@ spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
+}
+
+spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
+    spmd_work *w = malloc(sizeof *w);
+    if (w) spmd__work_init(w, g, kind);
     return w;
 }
 
@@ -124,8 +130,7 @@ const char *spmd_work_errmsg(const spmd_work *w) { return w ? w->errmsg : "no wo
 int spmd_work_source(const spmd_work *w) { return w ? w->req.source : -1; }
 int spmd_work_tag(const spmd_work *w) { return w ? w->req.tag : -1; }
 
-void spmd_work_free(spmd_work *w) {
-    if (!w) return;
+void spmd__work_release(spmd_work *w) {
     /* Never free while the operation may still write into the user's buffer
      * or touch the handle.  A receive nobody will ever match is cancelled;
      * anything else is waited for (sends drain or fail with their peer,
@@ -137,5 +142,10 @@ void spmd_work_free(spmd_work *w) {
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
+}
+
+void spmd_work_free(spmd_work *w) {
+    if (!w) return;
+    spmd__work_release(w);
     free(w);
 }

@@ -167,8 +167,12 @@ static void shm_lower(spmd__path *pp) {
 static int shm_idle(spmd__path *pp) {
     shm_path *p = (shm_path *)pp;
     ring *r = p->in;
-    atomic_store_explicit(&r->c_idle, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst);
+    /* look first: the writer reads this line on every message, and a store
+     * per receive would make it miss every time */
+    if (!atomic_load_explicit(&r->c_idle, memory_order_relaxed)) {
+        atomic_store_explicit(&r->c_idle, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
     return atomic_load_explicit(&r->tail, memory_order_acquire) - atomic_load_explicit(&r->head, memory_order_relaxed) >
            p->size / 2;
 }
