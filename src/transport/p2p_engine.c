@@ -791,8 +791,12 @@ int spmd__p2p_ready(spmd__mesh *g, int which) {
 }
 
 /* Does this rank wait for anything from peer i?  (Any posted receive counts:
- * it may be an any-source one.) */
-static int wanted(const spmd__p2p *p, const peer *pe) { return p->posted || pe->data_wait || pe->rts_wait; }
+ * it may be an any-source one; so does a message read in part, whose rest
+ * the writer adds once it finds room: a posted receive it matched is in
+ * neither list meanwhile.) */
+static int wanted(const spmd__p2p *p, const peer *pe) {
+    return p->posted || pe->data_wait || pe->rts_wait || pe->in_payload || pe->hdr_got;
+}
 
 /* Put peer i's ring flags where this rank's state wants them before its
  * progress thread may sleep (path.h): "wake me for every message" while we
