@@ -28,14 +28,29 @@ void spmd__rpc_set_broken(spmd_rpc *r, const char *why) {
     pthread_mutex_unlock(&r->mu);
 }
 
+int spmd__rpc_enter(spmd_rpc *r) {
+    atomic_fetch_add(&r->users, 1);
+    if (!atomic_load(&r->broken)) return 1;
+    atomic_fetch_sub(&r->users, 1);
+    return 0;
+}
+
+void spmd__rpc_leave(spmd_rpc *r) { atomic_fetch_sub(&r->users, 1); }
+
 void spmd__rpc_ref(spmd_rpc *r) { atomic_fetch_add(&r->refs, 1); }
+
+static atomic_int live_agents;   /* the last one to go empties the buffer cache */
 
 void spmd__rpc_unref(spmd_rpc *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    if (atomic_fetch_sub(&live_agents, 1) == 1) spmd__rpc_data_trim();
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->fmu);
     pthread_mutex_destroy(&r->qmu);
     pthread_cond_destroy(&r->qcv);
+    pthread_mutex_destroy(&r->rxmu);
+    pthread_cond_destroy(&r->dcv);
+    free(r->rx);
     pthread_cond_destroy(&r->wcv);
     pthread_cond_destroy(&r->scv);
     free(r->names);
@@ -147,76 +162,49 @@ static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
         }
         pthread_mutex_unlock(&r->mu);
         break;
-    case RPC_K_SD_FIN:
+    case RPC_K_SD_FIN: {
         pthread_mutex_lock(&r->mu);
         if (r->rank == 0) r->sd_fin_acks++;
         else r->sd_fin = 1;
+        int over = r->rank == 0 ? r->sd_fin_acks == r->world - 1 : 1;
         pthread_cond_broadcast(&r->scv);
         pthread_mutex_unlock(&r->mu);
         if (r->rank != 0) spmd__rpc_send_small(r, 0, RPC_K_SD_FIN, NULL);
+        if (over) spmd__rpc_rx_stop(r);   /* the exchange is over: the dispatcher leaves */
         break;
     }
-}
-
-static int dispatcher_done(spmd_rpc *r) {
-    pthread_mutex_lock(&r->mu);
-    int done = r->rank == 0 ? r->sd_fin_acks == r->world - 1 : r->sd_fin;
-    pthread_mutex_unlock(&r->mu);
-    return done;
-}
-
-static void *dispatcher_main(void *arg) {
-    spmd_rpc *r = arg;
-    rpc_frame *f = malloc(sizeof *f);
-    if (!f) {
-        spmd__rpc_set_broken(r, "out of memory");
-        return NULL;
     }
-    while (!dispatcher_done(r)) {
-        int src = -1;
-        char gerr[SPMD__ERRLEN];
-        spmd_status st = spmd__rpc_p2p(r, 0, f, RPC_FRAME_BYTES, SPMD_ANY_SOURCE, RPC_TAG_FRAME, &src, gerr, sizeof gerr);
-        if (st == SPMD_ERR_MISMATCH) {
-            /* A frame of the wrong size: consumed and refused, the sender is told. */
-            SPMD_LOGW("rpc: rank %d: dropped a frame: %s", r->rank, gerr);
-            continue;
-        }
-        if (st != SPMD_OK) {
-            spmd__rpc_set_broken(r, gerr);
-            spmd__rpc_fail_all(r, st == SPMD_ERR_TIMEOUT ? SPMD_ERR_REMOTE : st, r->broken_msg);
-            break;
-        }
-        if (f->h.magic != RPC_MAGIC || f->h.version != RPC_VERSION || f->h.kind == 0 || f->h.kind >= RPC_K_LAST) {
-            reject(r, src, f, SPMD_ERR_PROTOCOL, "not an rpc frame (bad magic, version or kind)");
-            continue;
-        }
-        if (f->h.kind >= RPC_K_SD_READY) {
-            on_shutdown_frame(r, src, f);
-            continue;
-        }
-        spmd_rpc_msg *m = NULL;
-        char err[SPMD__ERRLEN];
-        st = spmd__rpc_recv_body(r, src, f, &m, err, sizeof err);
-        if (st != SPMD_OK) {
-            char why[SPMD__ERRLEN + 32];
-            snprintf(why, sizeof why, "malformed frame: %s", err);
-            if (f->h.kind == RPC_K_RESP) {
-                spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
-                SPMD_LOGW("rpc: rank %d: %s", r->rank, why);
-                if (fut) {
-                    spmd__rpc_future_complete(fut, SPMD_ERR_PROTOCOL, NULL, why);
-                    spmd_rpc_future_free(fut);
-                }
-            } else {
-                reject(r, src, f, SPMD_ERR_PROTOCOL, why);
+}
+
+void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f) {
+    if (f->h.magic != RPC_MAGIC || f->h.version != RPC_VERSION || f->h.kind == 0 || f->h.kind >= RPC_K_LAST) {
+        reject(r, src, f, SPMD_ERR_PROTOCOL, "not an rpc frame (bad magic, version or kind)");
+        return;
+    }
+    if (f->h.kind >= RPC_K_SD_READY) {
+        on_shutdown_frame(r, src, f);
+        return;
+    }
+    spmd_rpc_msg *m = NULL;
+    char err[SPMD__ERRLEN];
+    spmd_status st = spmd__rpc_recv_body(r, src, f, &m, err, sizeof err);
+    if (st != SPMD_OK) {
+        char why[SPMD__ERRLEN + 32];
+        snprintf(why, sizeof why, "malformed frame: %s", err);
+        if (f->h.kind == RPC_K_RESP) {
+            spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
+            SPMD_LOGW("rpc: rank %d: %s", r->rank, why);
+            if (fut) {
+                spmd__rpc_future_complete(fut, SPMD_ERR_PROTOCOL, NULL, why);
+                spmd_rpc_future_free(fut);
             }
-            continue;
+        } else {
+            reject(r, src, f, SPMD_ERR_PROTOCOL, why);
         }
-        if (f->h.kind == RPC_K_RESP) on_response(r, src, f, m);
-        else on_request(r, src, f, m);
+        return;
     }
-    free(f);
-    return NULL;
+    if (f->h.kind == RPC_K_RESP) on_response(r, src, f, m);
+    else on_request(r, src, f, m);
 }
 
 /* ---- init ------------------------------------------------------------------ */
@@ -256,6 +244,8 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     pthread_cond_init(&r->qcv, NULL);
     pthread_cond_init(&r->wcv, NULL);
     pthread_cond_init(&r->scv, NULL);
+    pthread_mutex_init(&r->rxmu, NULL);
+    pthread_cond_init(&r->dcv, NULL);
     atomic_init(&r->next_fork, 1);
     atomic_init(&r->refs, 1);
 
@@ -288,8 +278,10 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
         spmd__fail(err, errlen, st, "rpc init: starting %d handler threads failed", threads);
         goto fail;
     }
+    if (world > 1 && (st = spmd__rpc_rx_start(r, err, errlen)) != SPMD_OK) goto fail;
+    atomic_fetch_add(&live_agents, 1);   /* from here on the agent goes by spmd__rpc_unref */
     if (pthread_create(&r->watchdog, NULL, spmd__rpc_watchdog, r) == 0) r->have_watchdog = 1;
-    if (world > 1 && pthread_create(&r->dispatcher, NULL, dispatcher_main, r) == 0) r->have_dispatcher = 1;
+    if (world > 1 && pthread_create(&r->dispatcher, NULL, spmd__rpc_dispatcher_main, r) == 0) r->have_dispatcher = 1;
     if (!r->have_watchdog || (world > 1 && !r->have_dispatcher)) {
         st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "rpc init: starting threads failed");
         spmd_rpc_shutdown(r, 0);
@@ -299,7 +291,8 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     return SPMD_OK;
 fail:
     spmd__rpc_pool_stop(r);
-    spmd_group_destroy(pg);
+    spmd_group_destroy(pg);   /* completes a posted receive: r->rx goes after */
+    free(r->rx);
     free(names);
     free(r);
     return st;

@@ -170,15 +170,28 @@ void *spmd__rpc_watchdog(void *arg) {
     return NULL;
 }
 
+static int settled(void *f) {
+    return atomic_load_explicit(&((spmd_rpc_future *)f)->settled, memory_order_acquire);
+}
+
 spmd_status spmd_rpc_future_wait(spmd_rpc_future *f, int timeout_ms) {
     if (!f) return SPMD_ERR_INVALID;
     spmd_rpc *r = f->r;
     int64_t until = timeout_ms < 0 ? f->deadline : spmd__now_ms() + timeout_ms;
-    /* A reply usually comes within tens of microseconds: look for it for a
-     * short while before sleeping on the condition variable (a futex
-     * sleep + wake costs about as much as the round trip itself). */
-    uint64_t spin_end = spmd__now_ns() + 20000;
-    while (!atomic_load_explicit(&f->settled, memory_order_acquire) && spmd__now_ns() < spin_end) sched_yield();
+    if (!settled(f) && timeout_ms != 0 && spmd__rpc_enter(r)) {
+        /* A reply usually comes within microseconds: receive it ourselves
+         * for the transport's spin budget (no other thread in between),
+         * then sleep and let the dispatcher wake us. */
+        uint64_t budget = spmd__rpc_spin_budget(r, 0);
+        if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000000u) budget = (uint64_t)timeout_ms * 1000000u;
+        if (f->local) {
+            uint64_t spin_end = spmd__now_ns() + (budget < 20000 ? budget : 20000);
+            while (!settled(f) && spmd__now_ns() < spin_end) sched_yield();
+        } else {
+            spmd__rpc_drive_while_waiting(r, settled, f, budget);
+        }
+        spmd__rpc_leave(r);
+    }
     pthread_mutex_lock(&r->fmu);
     while (!f->settled) {
         if (f->deadline && spmd__now_ms() >= f->deadline && !f->done) {
@@ -284,6 +297,7 @@ spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, ui
         c->rref_id = rref_id;
         c->fork_id = fork_id;
         f->refs++;
+        f->local = 1;
         c->local = f;
         pthread_mutex_lock(&r->fmu);
         f->counted = 1;
@@ -294,6 +308,10 @@ spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, ui
         *out = f;
         return SPMD_OK;
     }
+    if (!spmd__rpc_enter(r)) {
+        spmd_rpc_future_free(f);
+        return spmd__rpc_error(r, SPMD_ERR_ABORTED, "rpc: %s", r->broken_msg);
+    }
     spmd__rpc_pending_add(r, f);
     rpc_frame fr;
     spmd__rpc_frame_init(&fr, kind, f->id, fn);
@@ -302,6 +320,7 @@ spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, ui
     char err[SPMD__ERRLEN];
     atomic_fetch_add(&r->sent_req, 1);
     spmd_status st = spmd__rpc_send(r, dst, &fr, args, err, sizeof err);
+    spmd__rpc_leave(r);
     if (st == SPMD_OK) spmd__rpc_msg_handover(args);
     if (st != SPMD_OK) {
         atomic_fetch_sub(&r->sent_req, 1);

@@ -1,12 +1,16 @@
 /* rpc_internal.h — the RPC agent's structures, shared by the files of src/rpc.
  *
- * Wire: every message starts with one fixed-size frame (RPC_FRAME_BYTES) on
- * tag RPC_TAG_FRAME, received from SPMD_ANY_SOURCE by the dispatcher thread.
- * The group's receives need the exact size up front, so a body that does not
- * fit inline in the frame follows as separate messages on a tag of its own
- * (frame.body_tag, unique per sender): first the meta block (tensor table,
- * RRef table, payload), then each tensor's bytes.  The frame says how long
- * each part is, so the receiver can post exact receives. */
+ * Wire (wire.c): every message starts with one fixed-size frame
+ * (RPC_FRAME_BYTES) on tag RPC_TAG_FRAME: the head, then inline the meta
+ * block (tensor table, RRef table, payload) and the bytes of the first
+ * tensors that fit.  The rest follows on a tag of its own (frame.body_tag,
+ * unique per sender), each part at a size the frame announced, so the
+ * receiver posts exact receives straight into the tensors' memory.
+ *
+ * Receiving (rx.c): one receive of the frame tag is posted at a time; the
+ * thread holding the "receive role" drives the transport and processes what
+ * arrives: the dispatcher thread, or a caller waiting for its reply (which
+ * then needs no hand-off from another thread). */
 #ifndef SPMD_RPC_INTERNAL_H
 #define SPMD_RPC_INTERNAL_H
 
@@ -18,13 +22,15 @@
 #include "spmd/rpc.h"
 
 #define RPC_MAGIC 0x43505253u   /* "SRPC" */
-#define RPC_VERSION 1
+#define RPC_VERSION 2
 #define RPC_FRAME_BYTES 4096    /* p2p latency is flat up to 16 KiB: a 1 KiB call stays one message */
 #define RPC_TAG_FRAME 7
 #define RPC_TAG_BODY0 64        /* body tags: RPC_TAG_BODY0 + (seq mod 2^28) */
 #define RPC_MAX_RREFS 16        /* per message */
-#define RPC_PACK_MAX 65536      /* bodies up to this size travel as one message */
-#define RPC_F_PACKED 1          /* frame flag: meta and data in one body message */
+#define RPC_PACK_MAX 65536      /* small non-inline tensors up to this much travel as one message */
+#define RPC_PACK_EACH 8192      /* ... when they average under this size */
+#define RPC_F_PACKED 1          /* frame flag: the non-inline tensors' bytes are one body message */
+#define RPC_F_META_SEP 2        /* frame flag: the meta block is the first body message */
 
 enum {
     RPC_K_CALL = 1,   /* run handler name on args, answer with RPC_K_RESP */
@@ -46,13 +52,14 @@ typedef struct {
     uint8_t version, kind;
     uint16_t flags;
     int32_t status;       /* responses: SPMD_OK or the error (message in the payload) */
-    uint32_t body_tag;    /* 0: everything inline */
+    uint32_t body_tag;    /* 0: no body messages */
     uint64_t id;          /* request id, echoed by the response */
     uint64_t rref_id, fork_id;
     uint64_t aux[4];
     uint32_t ntensors, nrrefs, payload_len, meta_len;
     uint64_t data_len;    /* tensor bytes in all */
-    uint32_t inline_len;  /* bytes of inl used (meta then data) when body_tag == 0 */
+    uint32_t inline_len;  /* bytes of inl used: the meta block (unless RPC_F_META_SEP), then data */
+    uint32_t n_inline;    /* the first n_inline tensors' bytes are in inl */
     char name[SPMD_RPC_MAX_NAME];
 } rpc_frame_head;
 
@@ -81,6 +88,7 @@ struct spmd_rpc_msg {
 
 struct spmd_rpc_future {
     spmd_rpc *r;
+    int local;             /* a call to oneself: completed by a pool thread, not by a frame */
     pthread_cond_t cv;     /* with r->fmu */
     int refs, done, taken, counted;
     atomic_int settled;    /* done and callbacks run: waiters may return */
@@ -149,7 +157,8 @@ struct spmd_rpc {
     atomic_ullong next_fork;
     atomic_long active;     /* outstanding outgoing requests + calls being served */
     atomic_ullong sent_req, recv_req;
-    atomic_int broken;      /* the group failed: new calls fail at once */
+    atomic_int broken;      /* the group failed or shut down: new calls fail at once */
+    atomic_int users;       /* threads using the group (spmd__rpc_enter): shutdown waits for them */
     char broken_msg[SPMD__ERRLEN];
 
     /* handler pool */
@@ -159,6 +168,17 @@ struct spmd_rpc {
     int qstop;
     pthread_t *pool;
     int nthreads;
+
+    /* receiving frames (rx.c): the posted receive of the frame tag and who
+     * holds the receive role (changes under rxmu) */
+    pthread_mutex_t rxmu;
+    pthread_cond_t dcv;          /* the dispatcher sleeps here until a frame waits and nobody holds the role */
+    struct rpc_rx *rx;           /* [2]: the receive posted now (rx_cur) and the frame being processed */
+    int rx_cur;
+    atomic_int rx_holder;        /* RPC_RX_NONE, RPC_RX_DISPATCHER or RPC_RX_WAITER */
+    atomic_int rx_done;          /* the posted receive completed: a frame (or the group's failure) waits */
+    atomic_int rx_stop;          /* the dispatcher must stop: shutdown's FIN exchange is over, or the group failed */
+    int disp_sleeping;
 
     pthread_t dispatcher, watchdog;
     int have_dispatcher, have_watchdog;
@@ -174,15 +194,46 @@ struct spmd_rpc {
     uint64_t sd_round, sd_sum[3];
 };
 
+enum { RPC_RX_NONE = 0, RPC_RX_DISPATCHER, RPC_RX_WAITER };
+
+/* one step of a busy wait */
+static inline void spmd__rpc_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /* msg.c */
 size_t spmd__rpc_tensor_bytes(const spmd_rpc_tensor *t);
 spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint64_t rref_id,
                                    uint64_t fork_id);
 void spmd__rpc_msg_handover(const spmd_rpc_msg *m);
 spmd_status spmd__rpc_msg_copy(spmd_rpc *r, const spmd_rpc_msg *m, int handover, spmd_rpc_msg **out);
+/* bufcache.c: tensor memory of messages (large buffers are reused) */
+void *spmd__rpc_data_alloc(size_t bytes);
+void spmd__rpc_data_free(void *p, size_t bytes);
+void spmd__rpc_data_trim(void);   /* free what the cache holds */
+/* p2p.c: one message to or from a peer of the agent's group, waited for
+ * (spinning first, then asleep; the group's timeout cancels it) */
+spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, char *err,
+                          size_t errlen);
+/* Poll the transport until stop(ctx) or budget_ns passed; 1 when stop held.
+ * rx: frames that arrive meanwhile are processed (the caller holds the
+ * receive role); dispatcher: keep going while frames come. */
+int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
+                   int dispatcher);
+uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes);
+/* rx.c */
+spmd_status spmd__rpc_rx_start(spmd_rpc *r, char *err, size_t errlen);
+void spmd__rpc_rx_stop(spmd_rpc *r);          /* wakes the dispatcher to leave */
+void *spmd__rpc_dispatcher_main(void *arg);
+int spmd__rpc_rx_process(spmd_rpc *r);        /* holder: handle the completed receive; 0 when it failed for good */
+/* A waiter drives reception itself until stop(ctx) or budget_ns passed
+ * (when the role is free; else the dispatcher does); 1 when stop held. */
+int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, uint64_t budget_ns);
+/* agent.c: one received frame (its body is still to be received) */
+void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f);
 /* wire.c */
-spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, int *source,
-                          char *err, size_t errlen);
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen);
 spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
@@ -226,6 +277,10 @@ void spmd__rpc_release_desc(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t f
 void spmd__rpc_entries_free(spmd_rpc *r);
 /* agent.c */
 void spmd__rpc_set_broken(spmd_rpc *r, const char *why);
+/* Around a use of the agent's group by an application thread: 0 (and no
+ * use) once the agent is broken, so shutdown can destroy the group safely. */
+int spmd__rpc_enter(spmd_rpc *r);
+void spmd__rpc_leave(spmd_rpc *r);
 void spmd__rpc_ref(spmd_rpc *r);
 void spmd__rpc_unref(spmd_rpc *r);
 spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);

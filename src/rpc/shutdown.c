@@ -76,6 +76,10 @@ static void free_agent(spmd_rpc *r) {
     snprintf(why, sizeof why, "the rpc agent of rank %d has shut down", r->rank);
     spmd__rpc_set_broken(r, why);
     spmd__rpc_fail_all(r, SPMD_ERR_ABORTED, "the rpc agent shut down");
+    while (atomic_load(&r->users)) {   /* threads still sending or receiving leave first */
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
     spmd_group_destroy(r->g);
     spmd_group_destroy(r->env_group);
     spmd__rpc_entries_free(r);

@@ -2,18 +2,24 @@
  *
  * Meta block: per tensor {u8 dtype, u8 ndim, 6 zero bytes, i64 shape[ndim]},
  * per RRef {i32 owner, u32 0, u64 rref_id, u64 fork_id}, then the payload.
- * Data: each tensor's bytes in order.  Both go inline when they fit in the
- * frame, else on the frame's body tag (meta as one message, then one message
- * per non-empty tensor).  Every length is checked against the frame before
- * anything is allocated: a bad frame costs the callee nothing but a log line. */
+ * The frame carries the meta block inline, then the bytes of the first
+ * tensors that fit (n_inline of them, in order).  What does not fit follows
+ * on the frame's body tag, in order: the meta block if it was too long for
+ * the frame (RPC_F_META_SEP), then the other non-empty tensors, either
+ * packed in one message when they are several and small (RPC_F_PACKED) or
+ * one message each, sent from and received into the tensor's own memory (a
+ * large one by the transport's single copy).  Every length is checked
+ * against the frame before anything is allocated: a bad frame costs the
+ * callee nothing but a log line. */
 #include <stdlib.h>
 #include <string.h>
 #include "rpc_internal.h"
 
 #define RREF_BYTES 24
 
+/* The head only: spmd__rpc_send fills the inline part. */
 void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name) {
-    memset(f, 0, sizeof *f);
+    memset(&f->h, 0, sizeof f->h);
     f->h.magic = RPC_MAGIC;
     f->h.version = RPC_VERSION;
     f->h.kind = (uint8_t)kind;
@@ -45,91 +51,103 @@ static void meta_write(unsigned char *p, const spmd_rpc_msg *m) {
     if (m->plen) memcpy(p, m->payload, m->plen);
 }
 
-/* Point-to-point through work handles: a work's message is its own, while
- * the group's errmsg is one buffer every thread writes.  Waits without end
- * (the group's deadline would otherwise fail an idle dispatcher): a dead
- * peer or an abort fails the work instead. */
-spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, int *source,
-                          char *err, size_t errlen) {
-    spmd_work *w = NULL;
-    spmd_status st = send ? spmd_isend(r->g, buf, n, SPMD_U8, peer, tag, &w)
-                          : spmd_irecv(r->g, buf, n, SPMD_U8, peer, tag, &w);
-    if (st != SPMD_OK)
-        return spmd__fail(err, errlen, st, "%s", atomic_load(&r->broken) ? r->broken_msg : spmd_status_str(st));
-    while ((st = spmd_work_wait(w, 1000)) == SPMD_ERR_TIMEOUT) {
-    }
-    if (st != SPMD_OK) spmd__fail(err, errlen, st, "%s", spmd_work_errmsg(w));
-    else if (source) *source = spmd_work_source(w);
-    spmd_work_free(w);
-    return st;
-}
-
-/* (A refused earlier send never poisons this one: the group fails only
- * the receive that refused it.) */
 static spmd_status send_frame(spmd_rpc *r, int dst, const rpc_frame *f, char *err, size_t errlen) {
-    return spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, NULL, err, errlen);
+    return spmd__rpc_p2p(r, 1, (void *)f, RPC_FRAME_BYTES, dst, RPC_TAG_FRAME, err, errlen);
 }
 
-/* meta then every tensor's bytes, contiguous */
-static void pack(unsigned char *p, size_t meta, const spmd_rpc_msg *m) {
-    meta_write(p, m);
-    p += meta;
-    for (int i = 0; i < m->n; i++) {
+/* How a message's parts travel (the sender decides, the frame says). */
+typedef struct {
+    size_t meta, data;
+    int meta_sep;     /* the meta block does not fit the frame */
+    int n_inline;     /* tensors [0, n_inline) are in the frame */
+    size_t inl;       /* bytes of inl used */
+    int nrest;        /* non-empty tensors after the inline ones */
+    size_t rest;      /* their bytes */
+    int packed;       /* they travel as one message */
+} layout;
+
+static void plan(const spmd_rpc_msg *m, layout *L) {
+    memset(L, 0, sizeof *L);
+    L->meta = meta_size(m);
+    int n = m ? m->n : 0;
+    L->meta_sep = L->meta > RPC_INLINE_BYTES;
+    size_t room = L->meta_sep ? 0 : RPC_INLINE_BYTES - L->meta;
+    L->inl = L->meta_sep ? 0 : L->meta;
+    for (int i = 0; i < n; i++) {
         size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-        if (b) memcpy(p, m->t[i].data, b);
-        p += b;
+        L->data += b;
+        if (i == L->n_inline && !L->meta_sep && b <= room) {
+            room -= b;
+            L->inl += b;
+            L->n_inline++;
+        } else if (b) {
+            L->nrest++;
+            L->rest += b;
+        }
     }
+    L->packed = L->nrest > 1 && L->rest <= RPC_PACK_MAX && L->rest / (size_t)L->nrest < RPC_PACK_EACH;
 }
 
 spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
                            size_t errlen) {
-    size_t meta = meta_size(m), data = 0;
-    char gerr[SPMD__ERRLEN] = "";
-    if (m)
-        for (int i = 0; i < m->n; i++) data += spmd__rpc_tensor_bytes(&m->t[i]);
+    layout L;
+    plan(m, &L);
     f->h.ntensors = m ? (uint32_t)m->n : 0;
     f->h.nrrefs = m ? (uint32_t)m->nrrefs : 0;
     f->h.payload_len = m ? (uint32_t)m->plen : 0;
-    f->h.meta_len = (uint32_t)meta;
-    f->h.data_len = data;
+    f->h.meta_len = (uint32_t)L.meta;
+    f->h.data_len = L.data;
+    f->h.n_inline = (uint32_t)L.n_inline;
+    f->h.inline_len = (uint32_t)L.inl;
+    f->h.flags = (uint16_t)((L.meta_sep ? RPC_F_META_SEP : 0) | (L.packed ? RPC_F_PACKED : 0));
     f->h.body_tag = 0;
-    f->h.inline_len = 0;
+    unsigned char *p = f->inl;
+    if (m && !L.meta_sep) {
+        meta_write(p, m);
+        p += L.meta;
+        for (int i = 0; i < L.n_inline; i++) {
+            size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+            if (b) memcpy(p, m->t[i].data, b);
+            p += b;
+        }
+    }
+    memset(p, 0, RPC_INLINE_BYTES - L.inl);   /* nothing of this process's memory leaks out */
+    char gerr[SPMD__ERRLEN] = "";
     spmd_status st;
-    if (meta + data <= RPC_INLINE_BYTES) {
-        if (m) pack(f->inl, meta, m);
-        f->h.inline_len = (uint32_t)(meta + data);
+    if (!L.meta_sep && !L.nrest) {
         st = send_frame(r, dst, f, gerr, sizeof gerr);
         if (st != SPMD_OK) goto fail;
         return SPMD_OK;
     }
     /* The body goes on a tag of its own, so concurrent senders never interleave. */
-    uint32_t tag = RPC_TAG_BODY0 + (atomic_fetch_add(&r->body_seq, 1) & 0x0fffffffu);
-    f->h.body_tag = tag;
-    if (meta + data <= RPC_PACK_MAX) {
-        /* A middle-sized body: one message (a copy is cheaper than a message). */
-        unsigned char *pk = malloc(meta + data);
-        if (!pk) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-        pack(pk, meta, m);
-        f->h.flags |= RPC_F_PACKED;
-        st = send_frame(r, dst, f, gerr, sizeof gerr);
-        if (st == SPMD_OK) st = spmd__rpc_p2p(r, 1, pk, meta + data, dst, (int)tag, NULL, gerr, sizeof gerr);
-        free(pk);
-        if (st != SPMD_OK) goto fail;
-        return SPMD_OK;
-    }
-    unsigned char *mb = NULL;
-    if (meta) {
-        mb = malloc(meta);
-        if (!mb) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-        meta_write(mb, m);
+    int tag = RPC_TAG_BODY0 + (int)(atomic_fetch_add(&r->body_seq, 1) & 0x0fffffffu);
+    f->h.body_tag = (uint32_t)tag;
+    unsigned char *buf = NULL;
+    size_t blen = L.meta_sep ? L.meta : L.packed ? L.rest : 0;
+    if (blen) {
+        buf = malloc(blen);
+        if (!buf) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     }
     st = send_frame(r, dst, f, gerr, sizeof gerr);
-    if (st == SPMD_OK && meta) st = spmd__rpc_p2p(r, 1, mb, meta, dst, (int)tag, NULL, gerr, sizeof gerr);
-    free(mb);
-    for (int i = 0; m && i < m->n && st == SPMD_OK; i++) {
-        size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-        if (b) st = spmd__rpc_p2p(r, 1, m->t[i].data, b, dst, (int)tag, NULL, gerr, sizeof gerr);
+    if (st == SPMD_OK && L.meta_sep) {
+        meta_write(buf, m);
+        st = spmd__rpc_p2p(r, 1, buf, L.meta, dst, tag, gerr, sizeof gerr);
     }
+    if (st == SPMD_OK && L.packed) {
+        /* several small tensors: one copy is cheaper than a message each */
+        unsigned char *q = buf;
+        for (int i = L.n_inline; i < m->n; i++) {
+            size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+            if (b) memcpy(q, m->t[i].data, b);
+            q += b;
+        }
+        st = spmd__rpc_p2p(r, 1, buf, L.rest, dst, tag, gerr, sizeof gerr);
+    }
+    for (int i = L.n_inline; st == SPMD_OK && !L.packed && m && i < m->n; i++) {
+        size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+        if (b) st = spmd__rpc_p2p(r, 1, m->t[i].data, b, dst, tag, gerr, sizeof gerr);
+    }
+    free(buf);
     if (st == SPMD_OK) return SPMD_OK;
 fail:
     return spmd__fail(err, errlen, st, "sending to worker %s (rank %d): %s", r->names[dst], dst, gerr);
@@ -166,7 +184,7 @@ static spmd_status meta_parse(spmd_rpc *r, const rpc_frame *f, const unsigned ch
         if (data > f->h.data_len)
             return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "tensor shapes need more than the %llu data bytes sent",
                               (unsigned long long)f->h.data_len);
-        t->data = malloc(bytes ? bytes : 1);
+        t->data = spmd__rpc_data_alloc(bytes);
         if (!t->data) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory for tensor %u", i);
         m->owned[m->n++] = 1;
     }
@@ -208,17 +226,61 @@ static spmd_status check_head(const rpc_frame *f, char *err, size_t errlen) {
                         h->payload_len;
     if (h->meta_len > meta_max)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "meta block of %u bytes is too long", h->meta_len);
-    if (h->body_tag == 0 && (h->inline_len > RPC_INLINE_BYTES || h->inline_len != h->meta_len + h->data_len))
+    if (h->flags & ~(RPC_F_PACKED | RPC_F_META_SEP))
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "unknown flags 0x%x", h->flags);
+    if (h->inline_len > RPC_INLINE_BYTES || h->n_inline > h->ntensors)
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "inline part (%u bytes, %u tensors) does not fit the frame",
+                          h->inline_len, h->n_inline);
+    int sep = (h->flags & RPC_F_META_SEP) != 0;
+    if (sep ? h->inline_len || h->n_inline || !h->body_tag : h->inline_len < h->meta_len)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "inline length %u does not match the frame", h->inline_len);
-    if ((h->flags & RPC_F_PACKED) && (uint64_t)h->meta_len + h->data_len > RPC_PACK_MAX)
-        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body of %llu bytes (max %d)",
-                          (unsigned long long)h->meta_len + h->data_len, RPC_PACK_MAX);
-    if ((h->flags & RPC_F_PACKED) && h->body_tag == 0)
-        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body without a body tag");
     if (h->body_tag != 0 && h->body_tag < RPC_TAG_BODY0)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body tag %u out of range", h->body_tag);
     if (memchr(h->name, 0, sizeof h->name) == NULL)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "name not terminated");
+    return SPMD_OK;
+}
+
+/* The tensors after the inline ones, from the body tag: one packed
+ * message, or each straight into its own memory. */
+static spmd_status recv_rest(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m, char *err,
+                             size_t errlen) {
+    char gerr[SPMD__ERRLEN] = "";
+    int nrest = 0;
+    size_t rest = 0;
+    for (int i = (int)f->h.n_inline; i < m->n; i++) {
+        size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+        nrest += b != 0;
+        rest += b;
+    }
+    int packed = (f->h.flags & RPC_F_PACKED) != 0;
+    if (!nrest) {
+        if (packed) return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body without tensors");
+        return SPMD_OK;
+    }
+    if (!f->h.body_tag)
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "%llu tensor bytes neither inline nor in a body",
+                          (unsigned long long)rest);
+    if (packed) {
+        if (rest > RPC_PACK_MAX)
+            return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "packed body of %zu bytes (max %d)", rest, RPC_PACK_MAX);
+        unsigned char *pk = malloc(rest);
+        if (!pk) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        spmd_status st = spmd__rpc_p2p(r, 0, pk, rest, src, (int)f->h.body_tag, gerr, sizeof gerr);
+        const unsigned char *q = pk;
+        for (int i = (int)f->h.n_inline; st == SPMD_OK && i < m->n; i++) {
+            size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+            if (b) memcpy(m->t[i].data, q, b);
+            q += b;
+        }
+        free(pk);
+        return st == SPMD_OK ? SPMD_OK : spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
+    }
+    for (int i = (int)f->h.n_inline; i < m->n; i++) {
+        size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+        if (b && spmd__rpc_p2p(r, 0, m->t[i].data, b, src, (int)f->h.body_tag, gerr, sizeof gerr) != SPMD_OK)
+            return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "tensor %d: %s", i, gerr);
+    }
     return SPMD_OK;
 }
 
@@ -230,42 +292,33 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_r
     spmd_rpc_msg *m = spmd_rpc_msg_new();
     if (!m) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     char gerr[SPMD__ERRLEN] = "";
-    if (f->h.body_tag == 0 || (f->h.flags & RPC_F_PACKED)) {
-        const unsigned char *flat = f->inl;
-        unsigned char *pk = NULL;
-        if (f->h.body_tag) {
-            /* check_head bounded meta_len + data_len by RPC_PACK_MAX */
-            pk = malloc(f->h.meta_len + f->h.data_len + 1);
-            if (!pk) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-            else if (spmd__rpc_p2p(r, 0, pk, f->h.meta_len + f->h.data_len, src, (int)f->h.body_tag, NULL, gerr,
-                                   sizeof gerr) != SPMD_OK)
-                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
-            flat = pk;
-        }
-        if (st == SPMD_OK) st = meta_parse(r, f, flat, m, err, errlen);
-        const unsigned char *p = flat + f->h.meta_len;
-        for (int i = 0; st == SPMD_OK && i < m->n; i++) {
-            size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-            memcpy(m->t[i].data, p, b);
-            p += b;
-        }
-        free(pk);
-    } else {
-        /* The body is on its own tag: receive it even if it turns out bad,
-         * so nothing stays queued. */
-        unsigned char *mb = NULL;
-        if (f->h.meta_len) {
-            mb = malloc(f->h.meta_len);
-            if (!mb) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-            else if (spmd__rpc_p2p(r, 0, mb, f->h.meta_len, src, (int)f->h.body_tag, NULL, gerr, sizeof gerr) != SPMD_OK)
-                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
-        }
-        if (st == SPMD_OK) st = meta_parse(r, f, mb, m, err, errlen);
-        free(mb);
-        for (int i = 0; st == SPMD_OK && i < m->n; i++) {
-            size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
-            if (b && spmd__rpc_p2p(r, 0, m->t[i].data, b, src, (int)f->h.body_tag, NULL, gerr, sizeof gerr) != SPMD_OK)
-                st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "tensor %d: %s", i, gerr);
+    const unsigned char *meta = f->inl;
+    unsigned char *mb = NULL;
+    if (f->h.flags & RPC_F_META_SEP) {
+        /* check_head bounded meta_len by the tables' maximum */
+        mb = malloc(f->h.meta_len ? f->h.meta_len : 1);
+        if (!mb) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        else if (spmd__rpc_p2p(r, 0, mb, f->h.meta_len, src, (int)f->h.body_tag, gerr, sizeof gerr) != SPMD_OK)
+            st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "body: %s", gerr);
+        meta = mb;
+    }
+    if (st == SPMD_OK) st = meta_parse(r, f, meta, m, err, errlen);
+    free(mb);
+    if (st == SPMD_OK) {
+        /* the inline prefix of tensors, right after the meta block */
+        const unsigned char *p = f->inl + ((f->h.flags & RPC_F_META_SEP) ? 0 : f->h.meta_len);
+        size_t want = (size_t)(p - f->inl);
+        for (uint32_t i = 0; i < f->h.n_inline; i++) want += spmd__rpc_tensor_bytes(&m->t[i]);
+        if (want != f->h.inline_len) {
+            st = spmd__fail(err, errlen, SPMD_ERR_FORMAT, "inline length %u, the inline tensors need %zu",
+                            f->h.inline_len, want);
+        } else {
+            for (uint32_t i = 0; i < f->h.n_inline; i++) {
+                size_t b = spmd__rpc_tensor_bytes(&m->t[i]);
+                if (b) memcpy(m->t[i].data, p, b);
+                p += b;
+            }
+            st = recv_rest(r, src, f, m, err, errlen);
         }
     }
     if (st != SPMD_OK) {

@@ -2,7 +2,9 @@
  * others hold RRefs it owns (every pending future and every RRef fails
  * naming it, within seconds; survivors shut down), and malformed frames sent
  * straight to the agent's group (wrong size, garbage, tables that do not
- * match the frame, a truncated body, an oversized payload claim): each is
+ * match the frame, a truncated body, an oversized payload claim, inline
+ * data shorter than its tensors, tensor data announced nowhere, unknown
+ * flags): each is
  * an error to the caller, and the callee keeps serving; a non-graceful
  * shutdown while calls are in flight both ways (futures outlive the agent). */
 #include <signal.h>
@@ -133,16 +135,21 @@ static int malformed(int idx, void *arg) {
         CREQ(send_raw(r, &f) == SPMD_OK, "garbage");
         struct { const char *name, *want; } cases[] = {
             {"tensor table missing", "tensor table truncated"},
-            {"truncated body", "malformed frame"},
+            {"truncated body", "body: size mismatch"},
             {"payload too large", "payload of"},
             {"dtype", "unknown dtype"},
             {"name", "not terminated"},
+            {"inline data short", "the inline tensors need 32"},
+            {"data nowhere", "neither inline nor in a body"},
+            {"flags", "unknown flags"},
         };
-        for (int c = 0; c < 5; c++) {
+        for (int c = 0; c < 8; c++) {
             spmd_rpc_future *fut = expect(r, &f);
             if (c == 0) {
                 f.h.ntensors = 1;
             } else if (c == 1) {
+                /* the meta block announced as a 100-byte body message; 50 come */
+                f.h.flags = RPC_F_META_SEP;
                 f.h.body_tag = RPC_TAG_BODY0 + 12345;
                 f.h.meta_len = f.h.payload_len = 100;
             } else if (c == 2) {
@@ -151,8 +158,21 @@ static int malformed(int idx, void *arg) {
                 f.h.ntensors = 1;
                 f.h.meta_len = f.h.inline_len = 8;
                 f.inl[0] = 99;
-            } else {
+            } else if (c == 4) {
                 memset(f.h.name, 'x', sizeof f.h.name);
+            } else {
+                /* one float32[4] tensor: its table entry, then (c == 5) only
+                 * 8 of its 16 bytes inline, or (c == 6) its bytes nowhere */
+                memset(f.inl, 0, 16);
+                f.inl[0] = SPMD_F32;
+                f.inl[1] = 1;
+                spmd__put_u64(f.inl + 8, 4);
+                f.h.ntensors = 1;
+                f.h.meta_len = 16;
+                f.h.data_len = 16;
+                f.h.n_inline = c == 5;
+                f.h.inline_len = c == 5 ? 24 : 16;
+                if (c == 7) f.h.flags = 0x80;
             }
             CREQ(send_raw(r, &f) == SPMD_OK, "case %s", cases[c].name);
             if (c == 1) {

@@ -1,0 +1,150 @@
+/* p2p.c — the agent's point-to-point messages and its way of waiting.
+ *
+ * An operation is posted straight to the group's transport engine (no work
+ * handle, no allocation) and waited for by polling the transport on the
+ * waiting thread for a while (a body follows its frame within microseconds;
+ * a large one takes its copy time), then asleep until the engine completes
+ * it; past the group's timeout it is cancelled.  spmd__rpc_spin is the one
+ * polling loop: it also serves the receive role (rx.c) while it spins. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "rpc_internal.h"
+#include "group/group_internal.h"
+#include "transport/path.h"
+
+typedef struct {
+    spmd__preq req;   /* first: the engine hands this back */
+    atomic_int done;
+    spmd_status st;
+    int sleeping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char msg[SPMD__ERRLEN];
+} rpc_op;
+
+static void op_complete(spmd__preq *q, spmd_status st, const char *msg) {
+    rpc_op *o = (rpc_op *)(void *)q;
+    pthread_mutex_lock(&o->mu);
+    o->st = st;
+    if (st) snprintf(o->msg, sizeof o->msg, "%s", msg ? msg : spmd_status_str(st));
+    atomic_store_explicit(&o->done, 1, memory_order_release);
+    if (o->sleeping) pthread_cond_signal(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* Polling pays while every busy thread has a core; when the machine is
+ * oversubscribed, or our peer last ran on this core, or the path is TCP
+ * (every look is a system call), yield between looks and give up sooner. */
+uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes) {
+    const spmd__mesh *m = &r->g->t;
+    uint64_t base = m->shm ? m->spin_ns : m->spin_ns < 50000 ? m->spin_ns : 50000;
+    /* a large message: about its copy time at 2 GB/s more, up to 4 ms */
+    uint64_t extra = base ? (uint64_t)bytes / 2 : 0;
+    return base + (extra < 4000000 ? extra : 4000000);
+}
+
+int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
+                   int dispatcher) {
+    spmd__mesh *m = &r->g->t;
+    if (stop(ctx)) return 1;
+    if (!budget_ns) return 0;
+    const int yield_always = m->oversubscribed || !m->shm;
+    int hit = 0, yield = yield_always || spmd__shm_shares_cpu(m->shm, peer);
+    uint64_t end = spmd__now_ns() + budget_ns;
+    spmd__p2p_spin_begin(m, peer);
+    for (unsigned i = 1;; i++) {
+        if (stop(ctx)) {
+            hit = 1;
+            break;
+        }
+        if (rx && atomic_load_explicit(&r->rx_done, memory_order_acquire)) {
+            if (!spmd__rpc_rx_process(r)) break;
+            if (dispatcher) end = spmd__now_ns() + budget_ns;   /* traffic: keep watching */
+            continue;
+        }
+        if (dispatcher && atomic_load_explicit(&r->rx_stop, memory_order_relaxed)) break;
+        if (spmd__p2p_ready(m, peer)) spmd__p2p_poll(m, peer);
+        else spmd__rpc_relax();
+        if ((i & 63) == 0) {
+            if (spmd__now_ns() >= end) break;
+            if (yield) sched_yield();
+            if ((i & 1023) == 0) yield = yield_always || spmd__shm_shares_cpu(m->shm, peer);
+        }
+    }
+    spmd__p2p_spin_end(m, peer);
+    return hit;
+}
+
+static int op_done(void *o) { return atomic_load_explicit(&((rpc_op *)o)->done, memory_order_acquire); }
+
+spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, char *err,
+                          size_t errlen) {
+    spmd__mesh *m = &r->g->t;
+    rpc_op o;
+    memset(&o.req, 0, sizeof o.req);
+    atomic_init(&o.done, 0);
+    o.st = SPMD_OK;
+    o.sleeping = 0;
+    o.msg[0] = 0;
+    o.req.send = send;
+    o.req.buf = buf;
+    o.req.len = n;
+    o.req.peer = o.req.poll_peer = peer;
+    o.req.tag = tag;
+    o.req.dtype = SPMD_U8;
+    o.req.source = -1;
+    o.req.waiting = 1;   /* we poll it ourselves at once */
+    o.req.complete = op_complete;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&o.mu, NULL);
+    pthread_cond_init(&o.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    char perr[SPMD__ERRLEN];
+    spmd_status st = send ? spmd__p2p_post_send(m, &o.req, perr, sizeof perr)
+                          : spmd__p2p_post_recv(m, &o.req, perr, sizeof perr);
+    if (st != SPMD_OK) {
+        pthread_cond_destroy(&o.cv);
+        pthread_mutex_destroy(&o.mu);
+        return spmd__fail(err, errlen, st, "%s", atomic_load(&r->broken) ? r->broken_msg : perr);
+    }
+    if (!op_done(&o)) spmd__rpc_spin(r, peer, op_done, &o, spmd__rpc_spin_budget(r, n), 0, 0);
+    /* Asleep until the engine completes it; past the group's timeout,
+     * withdraw it (a send the peer is reading still completes). */
+    int64_t deadline = spmd__now_ms() + (r->g->timeout_ms > 0 ? r->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS);
+    int cancelled = 0;
+    pthread_mutex_lock(&o.mu);   /* also waits out a completer still inside op_complete */
+    while (!atomic_load_explicit(&o.done, memory_order_acquire)) {
+        int64_t now = spmd__now_ms();
+        if (now >= deadline && !cancelled) {
+            pthread_mutex_unlock(&o.mu);
+            spmd__p2p_cancel(m, &o.req);
+            cancelled = 1;
+            pthread_mutex_lock(&o.mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t slice = cancelled || deadline - now > 1000 ? 1000 : deadline - now;
+        ts.tv_sec += slice / 1000;
+        ts.tv_nsec += (long)(slice % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        o.sleeping = 1;
+        pthread_cond_timedwait(&o.cv, &o.mu, &ts);
+        o.sleeping = 0;
+    }
+    pthread_mutex_unlock(&o.mu);
+    pthread_cond_destroy(&o.cv);
+    pthread_mutex_destroy(&o.mu);
+    if (o.st == SPMD_OK) return SPMD_OK;
+    if (cancelled && o.st == SPMD_ERR_ABORTED)
+        return spmd__fail(err, errlen, SPMD_ERR_TIMEOUT, "%s rank %d (tag %d): nothing within %d ms",
+                          send ? "send to" : "receive from", peer, tag, r->g->timeout_ms);
+    return spmd__fail(err, errlen, o.st, "%s", o.msg);
+}
