@@ -43,7 +43,10 @@ static atomic_int live_agents;   /* the last one to go empties the buffer cache 
 
 void spmd__rpc_unref(spmd_rpc *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
-    if (atomic_fetch_sub(&live_agents, 1) == 1) spmd__rpc_data_trim();
+    if (atomic_fetch_sub(&live_agents, 1) == 1) {
+        spmd__rpc_data_trim();
+        spmd__rpc_msg_trim();
+    }
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->fmu);
     pthread_mutex_destroy(&r->qmu);

@@ -1,11 +1,30 @@
 /* msg.c — the message container: typed tensors, a byte payload, RRefs. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rpc_internal.h"
 
-/* The tables are read only up to their counts: no need to zero 6 KiB per message. */
+/* A message is 6 KiB of tables, allocated and freed on every call, often on
+ * different threads: freed ones are kept for reuse (malloc's arenas would
+ * grow and trim around them on every call).  Their tables are read only up
+ * to their counts, so nothing needs zeroing either. */
+#define SPARE_MAX 64
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static spmd_rpc_msg *spare[SPARE_MAX];
+static int nspare;
+
+void spmd__rpc_msg_trim(void) {
+    pthread_mutex_lock(&spare_mu);
+    while (nspare) free(spare[--nspare]);
+    pthread_mutex_unlock(&spare_mu);
+}
+
 spmd_rpc_msg *spmd_rpc_msg_new(void) {
-    spmd_rpc_msg *m = malloc(sizeof *m);
+    spmd_rpc_msg *m = NULL;
+    pthread_mutex_lock(&spare_mu);
+    if (nspare) m = spare[--nspare];
+    pthread_mutex_unlock(&spare_mu);
+    if (!m) m = malloc(sizeof *m);
     if (!m) return NULL;
     m->n = 0;
     m->payload = NULL;
@@ -24,6 +43,9 @@ void spmd_rpc_msg_free(spmd_rpc_msg *m) {
             spmd__rpc_release_desc(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
     if (m->agent) spmd__rpc_unref(m->agent);
     free(m->payload);
+    pthread_mutex_lock(&spare_mu);
+    if (nspare < SPARE_MAX) spare[nspare++] = m, m = NULL;
+    pthread_mutex_unlock(&spare_mu);
     free(m);
 }
 

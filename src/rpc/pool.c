@@ -12,7 +12,7 @@ spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id
     c->kind = kind;
     c->id = id;
     atomic_init(&c->refs, 1);
-    if (name) snprintf(c->name, sizeof c->name, "%.*s", SPMD_RPC_MAX_NAME - 1, name);   /* a bad frame's may be unterminated */
+    if (name) spmd__rpc_name_copy(c->name, name);
     return c;
 }
 

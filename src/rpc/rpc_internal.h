@@ -18,12 +18,17 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <string.h>
 #include "common/common.h"
 #include "spmd/rpc.h"
 
 #define RPC_MAGIC 0x43505253u   /* "SRPC" */
 #define RPC_VERSION 2
-#define RPC_FRAME_BYTES 4096    /* p2p latency is flat up to 16 KiB: a 1 KiB call stays one message */
+/* Every message pays its frame's copies (into and out of a ring, often twice
+ * more through the transport's buffer for unexpected messages): 1 KiB keeps
+ * small calls one message (head + ~870 inline bytes) and made both no-op
+ * latency and throughput better than 2 or 4 KiB (docs/PERFORMANCE.md). */
+#define RPC_FRAME_BYTES 1024
 #define RPC_TAG_FRAME 7
 #define RPC_TAG_BODY0 64        /* body tags: RPC_TAG_BODY0 + (seq mod 2^28) */
 #define RPC_MAX_RREFS 16        /* per message */
@@ -196,6 +201,14 @@ struct spmd_rpc {
 
 enum { RPC_RX_NONE = 0, RPC_RX_DISPATCHER, RPC_RX_WAITER };
 
+/* A handler or worker name into a SPMD_RPC_MAX_NAME buffer (a bad frame's
+ * may be unterminated: at most SPMD_RPC_MAX_NAME - 1 bytes are read). */
+static inline void spmd__rpc_name_copy(char *dst, const char *src) {
+    size_t n = strnlen(src, SPMD_RPC_MAX_NAME - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 /* one step of a busy wait */
 static inline void spmd__rpc_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -205,6 +218,7 @@ static inline void spmd__rpc_relax(void) {
 
 /* msg.c */
 size_t spmd__rpc_tensor_bytes(const spmd_rpc_tensor *t);
+void spmd__rpc_msg_trim(void);   /* free the spare messages */
 spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint64_t rref_id,
                                    uint64_t fork_id);
 void spmd__rpc_msg_handover(const spmd_rpc_msg *m);

@@ -159,8 +159,6 @@ void *spmd__rpc_dispatcher_main(void *arg) {
 
 int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, uint64_t budget_ns) {
     if (!r->have_dispatcher || stop(ctx)) return stop(ctx);
-    const spmd__mesh *m = &r->g->t;
-    const int yield = m->oversubscribed || !m->shm;
     uint64_t end = spmd__now_ns() + budget_ns;
     for (unsigned i = 1; !atomic_load(&r->rx_stop); i++) {
         if (stop(ctx)) return 1;
@@ -176,12 +174,11 @@ int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, u
             return hit || stop(ctx);
         }
         /* The dispatcher holds the role and is busy with traffic: it
-         * completes our future; look at it, and at the role, meanwhile. */
+         * completes our future; look at it, and at the role, meanwhile
+         * (yielding often: it may need this core). */
         spmd__rpc_relax();
-        if ((i & 63) == 0) {
-            if (spmd__now_ns() >= end) break;
-            if (yield || (i & 1023) == 0) sched_yield();
-        }
+        if ((i & 7) == 0) sched_yield();
+        if ((i & 63) == 0 && spmd__now_ns() >= end) break;
     }
     return stop(ctx);
 }

@@ -24,7 +24,7 @@ void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name)
     f->h.version = RPC_VERSION;
     f->h.kind = (uint8_t)kind;
     f->h.id = id;
-    if (name) snprintf(f->h.name, sizeof f->h.name, "%s", name);
+    if (name) spmd__rpc_name_copy(f->h.name, name);
 }
 
 static size_t meta_size(const spmd_rpc_msg *m) {
