@@ -285,6 +285,7 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     atomic_fetch_add(&live_agents, 1);   /* from here on the agent goes by spmd__rpc_unref */
     if (pthread_create(&r->watchdog, NULL, spmd__rpc_watchdog, r) == 0) r->have_watchdog = 1;
     if (world > 1 && pthread_create(&r->dispatcher, NULL, spmd__rpc_dispatcher_main, r) == 0) r->have_dispatcher = 1;
+    if (r->have_dispatcher) atomic_store(&r->rx_live, 1);
     if (!r->have_watchdog || (world > 1 && !r->have_dispatcher)) {
         st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "rpc init: starting threads failed");
         spmd_rpc_shutdown(r, 0);

@@ -55,7 +55,7 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
     /* The budget counts time on the core: a gap between two looks means we
      * were preempted (on a loaded machine a wall-clock budget runs out while
      * we are off the core, and the next message then costs two wake-ups). */
-    uint64_t last = spmd__now_ns(), end = last + budget_ns;
+    uint64_t last = spmd__now_ns(), end = last + budget_ns, last_frame = last;
     spmd__p2p_spin_begin(m, peer);
     for (unsigned i = 1;; i++) {
         if (stop(ctx)) {
@@ -64,10 +64,20 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
         }
         if (rx && atomic_load_explicit(&r->rx_done, memory_order_acquire)) {
             if (!spmd__rpc_rx_process(r)) break;
-            if (dispatcher) end = spmd__now_ns() + budget_ns;   /* traffic: keep watching */
+            if (dispatcher) end = (last_frame = spmd__now_ns()) + budget_ns;   /* traffic: keep watching */
             continue;
         }
-        if (dispatcher && atomic_load_explicit(&r->rx_stop, memory_order_relaxed)) break;
+        if (dispatcher) {
+            if (atomic_load_explicit(&r->rx_stop, memory_order_relaxed)) break;
+            /* an idle pool thread gets the dispatcher's role at once */
+            if (atomic_load_explicit(&r->rx_pool_want, memory_order_relaxed) &&
+                atomic_load_explicit(&r->rx_holder, memory_order_relaxed) == RPC_RX_DISPATCHER)
+                break;
+            /* a waiter gets it once the traffic pauses: its reply then
+             * needs no hand-off (in a stream, leaving would only make the
+             * next frame wake us again) */
+            if (atomic_load_explicit(&r->rx_want, memory_order_relaxed) && spmd__now_ns() - last_frame > 3000) break;
+        }
         if (spmd__p2p_ready(m, peer)) spmd__p2p_poll(m, peer);
         else spmd__rpc_relax();
         /* sharing the core: let the other side run between short looks */

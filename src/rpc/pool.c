@@ -66,13 +66,20 @@ void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
     call_unref(c);
 }
 
+/* The agent whose receive role this pool thread holds, if any. */
+static _Thread_local spmd_rpc *tl_receiving;
+
 void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
     pthread_mutex_lock(&r->qmu);
     c->next = NULL;
     if (r->qtail) r->qtail->next = c;
     else r->qhead = c;
     r->qtail = c;
-    pthread_cond_signal(&r->qcv);
+    /* A pool thread that received the call runs it itself (leaving the
+     * role), unless the next frame is already here: then it stays the
+     * receiver and another thread runs the call. */
+    if (tl_receiving == r && r->qhead == c && !atomic_load(&r->rx_done)) atomic_store(&r->q_mine, 1);
+    else if (r->q_idle) pthread_cond_signal(&r->qcv);
     pthread_mutex_unlock(&r->qmu);
 }
 
@@ -166,18 +173,40 @@ void spmd__rpc_execute(spmd_rpc_call *c) {
     spmd__rpc_reply(c, st);
 }
 
+static int call_for_me(void *arg) {
+    spmd_rpc *r = arg;
+    return atomic_load_explicit(&r->q_mine, memory_order_relaxed) ||
+           atomic_load_explicit(&r->q_stopping, memory_order_relaxed);
+}
+
+/* Leader/followers: an idle pool thread receives frames itself (rx.c), so
+ * a call it receives runs on it with no hand-off; a burst of calls is
+ * handed to the others. */
 static void *pool_main(void *arg) {
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->qmu);
     for (;;) {
-        while (!r->qhead && !r->qstop) pthread_cond_wait(&r->qcv, &r->qmu);
-        if (!r->qhead) break;
-        spmd_rpc_call *c = r->qhead;
-        r->qhead = c->next;
-        if (!r->qhead) r->qtail = NULL;
+        if (r->qhead) {
+            spmd_rpc_call *c = r->qhead;
+            r->qhead = c->next;
+            if (!r->qhead) r->qtail = NULL;
+            pthread_mutex_unlock(&r->qmu);
+            spmd__rpc_execute(c);
+            pthread_mutex_lock(&r->qmu);
+            continue;
+        }
+        if (r->qstop) break;
         pthread_mutex_unlock(&r->qmu);
-        spmd__rpc_execute(c);
+        tl_receiving = r;
+        int received = spmd__rpc_pool_receive(r, call_for_me, r);
+        tl_receiving = NULL;
+        atomic_store(&r->q_mine, 0);
         pthread_mutex_lock(&r->qmu);
+        if (received == 1 || r->qhead || r->qstop) continue;
+        /* nothing came for a spin budget: asleep until a call is queued */
+        r->q_idle++;
+        pthread_cond_wait(&r->qcv, &r->qmu);
+        r->q_idle--;
     }
     pthread_mutex_unlock(&r->qmu);
     return NULL;
@@ -200,6 +229,7 @@ spmd_status spmd__rpc_pool_start(spmd_rpc *r, int n) {
 void spmd__rpc_pool_stop(spmd_rpc *r) {
     pthread_mutex_lock(&r->qmu);
     r->qstop = 1;
+    atomic_store(&r->q_stopping, 1);
     pthread_cond_broadcast(&r->qcv);
     pthread_mutex_unlock(&r->qmu);
     for (int i = 0; i < r->nthreads; i++) pthread_join(r->pool[i], NULL);

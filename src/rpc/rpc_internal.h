@@ -170,7 +170,9 @@ struct spmd_rpc {
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     spmd_rpc_call *qhead, *qtail;
-    int qstop;
+    int qstop, q_idle;           /* with qmu; q_idle: pool threads asleep on qcv */
+    atomic_int q_stopping;       /* qstop, for pool threads busy receiving */
+    atomic_int q_mine;           /* the pool thread holding the receive role queued a call it runs itself */
     pthread_t *pool;
     int nthreads;
 
@@ -180,7 +182,10 @@ struct spmd_rpc {
     pthread_cond_t dcv;          /* the dispatcher sleeps here until a frame waits and nobody holds the role */
     struct rpc_rx *rx;           /* [2]: the receive posted now (rx_cur) and the frame being processed */
     int rx_cur;
-    atomic_int rx_holder;        /* RPC_RX_NONE, RPC_RX_DISPATCHER or RPC_RX_WAITER */
+    atomic_int rx_holder;        /* RPC_RX_NONE, _DISPATCHER, _WAITER or _POOL */
+    atomic_int rx_pool_want;     /* idle pool threads asking the dispatcher for the role */
+    atomic_int rx_want;          /* waiters asking for it */
+    atomic_int rx_live;          /* set once the dispatcher runs: pool threads may receive */
     atomic_int rx_done;          /* the posted receive completed: a frame (or the group's failure) waits */
     atomic_int rx_stop;          /* the dispatcher must stop: shutdown's FIN exchange is over, or the group failed */
     int disp_sleeping;
@@ -199,7 +204,7 @@ struct spmd_rpc {
     uint64_t sd_round, sd_sum[3];
 };
 
-enum { RPC_RX_NONE = 0, RPC_RX_DISPATCHER, RPC_RX_WAITER };
+enum { RPC_RX_NONE = 0, RPC_RX_DISPATCHER, RPC_RX_WAITER, RPC_RX_POOL };
 
 /* A handler or worker name into a SPMD_RPC_MAX_NAME buffer (a bad frame's
  * may be unterminated: at most SPMD_RPC_MAX_NAME - 1 bytes are read). */
@@ -233,7 +238,8 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
                           size_t errlen);
 /* Poll the transport until stop(ctx) or budget_ns passed; 1 when stop held.
  * rx: frames that arrive meanwhile are processed (the caller holds the
- * receive role); dispatcher: keep going while frames come. */
+ * receive role); dispatcher: keep going while frames come, and leave the
+ * role to an idle pool thread or (once the traffic pauses) to a waiter. */
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher);
 uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes);
@@ -243,8 +249,13 @@ void spmd__rpc_rx_stop(spmd_rpc *r);          /* wakes the dispatcher to leave *
 void *spmd__rpc_dispatcher_main(void *arg);
 int spmd__rpc_rx_process(spmd_rpc *r);        /* holder: handle the completed receive; 0 when it failed for good */
 /* A waiter drives reception itself until stop(ctx) or budget_ns passed
- * (when the role is free; else the dispatcher does); 1 when stop held. */
+ * (taking the role when it is free or its holder leaves it); 1 when stop
+ * held. */
 int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, uint64_t budget_ns);
+/* An idle pool thread takes the role (the dispatcher leaves it to it) and
+ * receives until stop(ctx) (1) or a spin budget without traffic (2); 0 when
+ * it did not get the role. */
+int spmd__rpc_pool_receive(spmd_rpc *r, int (*stop)(void *), void *ctx);
 /* agent.c: one received frame (its body is still to be received) */
 void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f);
 /* wire.c */

@@ -11,10 +11,14 @@
  *     it is free: its reply then reaches it with no other thread in between
  *     (the dispatcher would have to be woken, then wake it); before leaving
  *     it handles the frames that are already here;
+ *   - an idle pool thread: a call it receives runs on it, with no hand-off
+ *     (leader/followers; pool.c), unless more frames are already waiting;
  *   - otherwise the dispatcher thread: it takes the role when a frame is
  *     waiting and nobody holds it, keeps polling while frames come (the
- *     transport's spin budget), then leaves it and sleeps.  A caller that
- *     finds it polling lets it complete its future.
+ *     transport's spin budget), then leaves it and sleeps.  It leaves the
+ *     role at once to an idle pool thread that asks, and to a waiter that
+ *     asks once its traffic pauses (meanwhile it completes the waiter's
+ *     future itself).
  * Nobody holds the role while nothing happens: the transport's progress
  * thread then completes the posted receive and its completion wakes the
  * dispatcher.  A thread never calls into the transport holding rxmu (the
@@ -136,7 +140,10 @@ void *spmd__rpc_dispatcher_main(void *arg) {
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->rxmu);
     while (!atomic_load(&r->rx_stop)) {
-        if (atomic_load(&r->rx_done) && atomic_load(&r->rx_holder) == RPC_RX_NONE) {
+        /* An idle pool thread asking for the role gets it: it runs the next
+         * call itself, with no hand-off. */
+        if (atomic_load(&r->rx_done) && atomic_load(&r->rx_holder) == RPC_RX_NONE && !atomic_load(&r->rx_pool_want) &&
+            !atomic_load(&r->rx_want)) {
             atomic_store(&r->rx_holder, RPC_RX_DISPATCHER);
             pthread_mutex_unlock(&r->rxmu);
             spmd__rpc_spin(r, -1, never, NULL, spmd__rpc_spin_budget(r, 0), 1, 1);
@@ -157,28 +164,71 @@ void *spmd__rpc_dispatcher_main(void *arg) {
     return NULL;
 }
 
-int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, uint64_t budget_ns) {
-    if (!r->have_dispatcher || stop(ctx)) return stop(ctx);
-    uint64_t end = spmd__now_ns() + budget_ns;
+/* Take the role as `who`, asking its holder for it through *want while
+ * the holder is one that gives it to us (giver(holder)), until stop(ctx) or
+ * `end` (a pool thread gives up at once on a holder that keeps the role; a
+ * waiter watches its future meanwhile).  Returns 1 with the role, 0
+ * without; *hit when stop(ctx) held.  Yields often while asking: the holder
+ * may need this core. */
+static int take_asking(spmd_rpc *r, int who, atomic_int *want, int (*giver)(int), int (*stop)(void *), void *ctx,
+                       uint64_t end, int *hit) {
+    int asked = 0, got = 0;
+    *hit = 0;
     for (unsigned i = 1; !atomic_load(&r->rx_stop); i++) {
-        if (stop(ctx)) return 1;
-        if (rx_take(r, RPC_RX_WAITER)) {
-            uint64_t now = spmd__now_ns();
-            int hit = now < end && spmd__rpc_spin(r, -1, stop, ctx, end - now, 1, 0);
-            /* Frames already here are handled now: the dispatcher need
-             * not wake for them (a window of calls gets its replies in
-             * bursts). */
-            for (int k = 0; k < 64 && atomic_load(&r->rx_done); k++)
-                if (!spmd__rpc_rx_process(r)) break;
-            rx_leave(r);
-            return hit || stop(ctx);
+        if (stop(ctx)) {
+            *hit = 1;
+            break;
         }
-        /* The dispatcher holds the role and is busy with traffic: it
-         * completes our future; look at it, and at the role, meanwhile
-         * (yielding often: it may need this core). */
+        if (rx_take(r, who)) {
+            got = 1;
+            break;
+        }
+        int h = atomic_load(&r->rx_holder);
+        if (giver(h)) {
+            if (!asked) atomic_fetch_add(want, 1), asked = 1;
+        } else if (h != RPC_RX_NONE && who == RPC_RX_POOL) {
+            break;   /* another thread receives and keeps doing so */
+        }
         spmd__rpc_relax();
         if ((i & 7) == 0) sched_yield();
         if ((i & 63) == 0 && spmd__now_ns() >= end) break;
     }
-    return stop(ctx);
+    if (asked) {
+        atomic_fetch_sub(want, 1);
+        /* a frame that waited for us is the dispatcher's if we did not come */
+        pthread_mutex_lock(&r->rxmu);
+        if (!got && atomic_load(&r->rx_done) && r->disp_sleeping) pthread_cond_signal(&r->dcv);
+        pthread_mutex_unlock(&r->rxmu);
+    }
+    return got;
+}
+
+/* The dispatcher and a pool thread leave the role to a waiter once their
+ * traffic pauses; another waiter keeps it (it handles our reply too). */
+static int gives_to_waiter(int holder) { return holder == RPC_RX_DISPATCHER || holder == RPC_RX_POOL; }
+static int gives_to_pool(int holder) { return holder == RPC_RX_DISPATCHER; }
+
+int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, uint64_t budget_ns) {
+    if (!atomic_load(&r->rx_live) || stop(ctx)) return stop(ctx);
+    uint64_t end = spmd__now_ns() + budget_ns;
+    int hit = 0;
+    if (!take_asking(r, RPC_RX_WAITER, &r->rx_want, gives_to_waiter, stop, ctx, end, &hit)) return hit || stop(ctx);
+    uint64_t now = spmd__now_ns();
+    hit = now < end && spmd__rpc_spin(r, -1, stop, ctx, end - now, 1, 0);
+    /* Frames already here are handled now: the dispatcher need not wake
+     * for them (a window of calls gets its replies in bursts). */
+    for (int k = 0; k < 64 && atomic_load(&r->rx_done); k++)
+        if (!spmd__rpc_rx_process(r)) break;
+    rx_leave(r);
+    return hit || stop(ctx);
+}
+
+int spmd__rpc_pool_receive(spmd_rpc *r, int (*stop)(void *), void *ctx) {
+    int hit = 0;
+    if (!atomic_load(&r->rx_live) ||
+        !take_asking(r, RPC_RX_POOL, &r->rx_pool_want, gives_to_pool, stop, ctx, spmd__now_ns() + 50000, &hit))
+        return 0;
+    hit = spmd__rpc_spin(r, -1, stop, ctx, spmd__rpc_spin_budget(r, 0), 1, 1);
+    rx_leave(r);
+    return hit ? 1 : 2;
 }
