@@ -78,8 +78,14 @@ void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
     /* A pool thread that received the call runs it itself (leaving the
      * role), unless the next frame is already here: then it stays the
      * receiver and another thread runs the call. */
-    if (tl_receiving == r && r->qhead == c && !atomic_load(&r->rx_done)) atomic_store(&r->q_mine, 1);
-    else if (r->q_idle) pthread_cond_signal(&r->qcv);
+    if (tl_receiving == r && r->qhead == c && !atomic_load(&r->rx_done)) {
+        atomic_store(&r->q_mine, 1);
+    } else if (r->q_idle > r->q_woken) {
+        /* one wake-up per sleeper: a burst must not wake the same thread
+         * again and again before it has even run */
+        r->q_woken++;
+        pthread_cond_signal(&r->qcv);
+    }
     pthread_mutex_unlock(&r->qmu);
 }
 
@@ -207,6 +213,7 @@ static void *pool_main(void *arg) {
         r->q_idle++;
         pthread_cond_wait(&r->qcv, &r->qmu);
         r->q_idle--;
+        if (r->q_woken) r->q_woken--;
     }
     pthread_mutex_unlock(&r->qmu);
     return NULL;

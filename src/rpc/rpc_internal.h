@@ -170,7 +170,7 @@ struct spmd_rpc {
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     spmd_rpc_call *qhead, *qtail;
-    int qstop, q_idle;           /* with qmu; q_idle: pool threads asleep on qcv */
+    int qstop, q_idle, q_woken;  /* with qmu: pool threads asleep on qcv, and signalled */
     atomic_int q_stopping;       /* qstop, for pool threads busy receiving */
     atomic_int q_mine;           /* the pool thread holding the receive role queued a call it runs itself */
     pthread_t *pool;
