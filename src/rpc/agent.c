@@ -179,7 +179,7 @@ static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
     }
 }
 
-void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f) {
+void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f, size_t room) {
     if (f->h.magic != RPC_MAGIC || f->h.version != RPC_VERSION || f->h.kind == 0 || f->h.kind >= RPC_K_LAST) {
         reject(r, src, f, SPMD_ERR_PROTOCOL, "not an rpc frame (bad magic, version or kind)");
         return;
@@ -190,7 +190,7 @@ void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f) {
     }
     spmd_rpc_msg *m = NULL;
     char err[SPMD__ERRLEN];
-    spmd_status st = spmd__rpc_recv_body(r, src, f, &m, err, sizeof err);
+    spmd_status st = spmd__rpc_recv_body(r, src, f, room, &m, err, sizeof err);
     if (st != SPMD_OK) {
         char why[SPMD__ERRLEN + 32];
         snprintf(why, sizeof why, "malformed frame: %s", err);

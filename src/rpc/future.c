@@ -319,7 +319,7 @@ spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, ui
     fr.h.fork_id = fork_id;
     char err[SPMD__ERRLEN];
     atomic_fetch_add(&r->sent_req, 1);
-    spmd_status st = spmd__rpc_send(r, dst, &fr, args, err, sizeof err);
+    spmd_status st = spmd__rpc_send(r, dst, &fr, args, 0, err, sizeof err);
     spmd__rpc_leave(r);
     if (st == SPMD_OK) spmd__rpc_msg_handover(args);
     if (st != SPMD_OK) {

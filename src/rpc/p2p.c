@@ -91,6 +91,7 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
         }
     }
     spmd__p2p_spin_end(m, peer);
+    if (rx) spmd__rpc_flush(r);
     return hit;
 }
 

@@ -1,4 +1,5 @@
 /* pool.c — the handler threads: run incoming calls and send their replies. */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@ void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
             if (em) spmd_rpc_msg_set_payload(em, err, strlen(err) + 1);
         }
         char serr[SPMD__ERRLEN];
-        spmd_status s2 = spmd__rpc_send(r, c->caller, &f, st == SPMD_OK ? result : em, serr, sizeof serr);
+        spmd_status s2 = spmd__rpc_send(r, c->caller, &f, st == SPMD_OK ? result : em, spmd__rpc_batching(r), serr,
+                                        sizeof serr);
         if (s2 != SPMD_OK) SPMD_LOGW("rpc: reply to rank %d: %s", c->caller, serr);
         else spmd__rpc_msg_handover(result);
         spmd_rpc_msg_free(em);
@@ -75,12 +77,13 @@ void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
     if (r->qtail) r->qtail->next = c;
     else r->qhead = c;
     r->qtail = c;
+    atomic_fetch_add(&r->q_len, 1);
     /* A pool thread that received the call runs it itself (leaving the
      * role), unless the next frame is already here: then it stays the
      * receiver and another thread runs the call. */
     if (tl_receiving == r && r->qhead == c && !atomic_load(&r->rx_done)) {
         atomic_store(&r->q_mine, 1);
-    } else if (r->q_idle > r->q_woken) {
+    } else if (!atomic_load(&r->q_spinning) && r->q_idle > r->q_woken) {
         /* one wake-up per sleeper: a burst must not wake the same thread
          * again and again before it has even run */
         r->q_woken++;
@@ -196,11 +199,19 @@ static void *pool_main(void *arg) {
             spmd_rpc_call *c = r->qhead;
             r->qhead = c->next;
             if (!r->qhead) r->qtail = NULL;
+            atomic_fetch_sub(&r->q_len, 1);
             pthread_mutex_unlock(&r->qmu);
+            spmd__rpc_batch_begin(r);   /* answers wait while more calls are queued */
             spmd__rpc_execute(c);
+            spmd__rpc_batch_end(r);
+            if (!atomic_load(&r->q_len)) spmd__rpc_flush(r);
             pthread_mutex_lock(&r->qmu);
             continue;
         }
+        pthread_mutex_unlock(&r->qmu);
+        spmd__rpc_flush(r);
+        pthread_mutex_lock(&r->qmu);
+        if (r->qhead) continue;
         if (r->qstop) break;
         pthread_mutex_unlock(&r->qmu);
         tl_receiving = r;
@@ -209,6 +220,22 @@ static void *pool_main(void *arg) {
         atomic_store(&r->q_mine, 0);
         pthread_mutex_lock(&r->qmu);
         if (received == 1 || r->qhead || r->qstop) continue;
+        if (!received) {
+            /* Another thread receives (a burst): the next call is likely
+             * microseconds away; look for it a while rather than be woken
+             * by a system call on the receiver's time. */
+            atomic_fetch_add(&r->q_spinning, 1);
+            pthread_mutex_unlock(&r->qmu);
+            uint64_t end = spmd__now_ns() + 30000;
+            for (unsigned i = 1; !atomic_load(&r->q_len) && !atomic_load(&r->q_stopping); i++) {
+                spmd__rpc_relax();
+                if ((i & 7) == 0) sched_yield();
+                if ((i & 63) == 0 && spmd__now_ns() >= end) break;
+            }
+            pthread_mutex_lock(&r->qmu);
+            atomic_fetch_sub(&r->q_spinning, 1);
+            if (r->qhead || r->qstop) continue;
+        }
         /* nothing came for a spin budget: asleep until a call is queued */
         r->q_idle++;
         pthread_cond_wait(&r->qcv, &r->qmu);

@@ -65,6 +65,7 @@ typedef struct {
     uint64_t data_len;    /* tensor bytes in all */
     uint32_t inline_len;  /* bytes of inl used: the meta block (unless RPC_F_META_SEP), then data */
     uint32_t n_inline;    /* the first n_inline tensors' bytes are in inl */
+    uint32_t nsub;        /* the first frame of a message: how many frames the message holds (batch.c) */
     char name[SPMD_RPC_MAX_NAME];
 } rpc_frame_head;
 
@@ -170,9 +171,11 @@ struct spmd_rpc {
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     spmd_rpc_call *qhead, *qtail;
+    atomic_int q_len;            /* calls queued (read without qmu) */
     int qstop, q_idle, q_woken;  /* with qmu: pool threads asleep on qcv, and signalled */
     atomic_int q_stopping;       /* qstop, for pool threads busy receiving */
     atomic_int q_mine;           /* the pool thread holding the receive role queued a call it runs itself */
+    atomic_int q_spinning;       /* pool threads looking for the next call before they sleep */
     pthread_t *pool;
     int nthreads;
 
@@ -257,12 +260,25 @@ int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, u
  * it did not get the role. */
 int spmd__rpc_pool_receive(spmd_rpc *r, int (*stop)(void *), void *ctx);
 /* agent.c: one received frame (its body is still to be received) */
-void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f);
+void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f, size_t room);
 /* wire.c */
-spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
+/* batch: the message may wait in this thread's batch (batch.c) when it
+ * fits the frame */
+spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, int batch, char *err,
                            size_t errlen);
-spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
+/* room: the bytes after f's head that belong to f */
+spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, size_t room, spmd_rpc_msg **out,
                                 char *err, size_t errlen);
+/* batch.c: a thread answering a burst of calls (the receive role's holder,
+ * a pool thread with more calls queued) sends the inline-only answers to
+ * one caller as one message; it sends them when the burst ends. */
+void spmd__rpc_batch_begin(spmd_rpc *r);     /* this thread may batch for r ... */
+void spmd__rpc_batch_end(spmd_rpc *r);       /* ... no more (sends what it holds) */
+int spmd__rpc_batching(spmd_rpc *r);         /* this thread batches for r and more work waits */
+spmd_status spmd__rpc_batch_add(spmd_rpc *r, int dst, const rpc_frame *f, char *err, size_t errlen);
+void spmd__rpc_flush(spmd_rpc *r);           /* send this thread's batch, if any */
+/* every frame of a received message, in order */
+void spmd__rpc_on_message(spmd_rpc *r, int src, const rpc_frame *f);
 void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name);
 void spmd__rpc_send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4]);
 /* future.c */

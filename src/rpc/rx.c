@@ -98,7 +98,10 @@ int spmd__rpc_rx_process(spmd_rpc *r) {
     int src = x->req.source;
     r->rx_cur ^= 1;
     spmd_status st = rx_post(r, err, sizeof err);
-    spmd__rpc_on_frame(r, src, &x->f);
+    spmd__rpc_batch_begin(r);
+    spmd__rpc_on_message(r, src, &x->f);
+    spmd__rpc_batch_end(r);
+    if (!atomic_load(&r->rx_done)) spmd__rpc_flush(r);   /* the burst is over */
     if (st != SPMD_OK) {
         rx_failed(r, st, err);
         return 0;
@@ -116,6 +119,7 @@ void spmd__rpc_rx_stop(spmd_rpc *r) {
 /* Leave the role; a frame that arrived meanwhile is the dispatcher's unless
  * a waiter is about to take the role. */
 static void rx_leave(spmd_rpc *r) {
+    spmd__rpc_flush(r);
     pthread_mutex_lock(&r->rxmu);
     atomic_store(&r->rx_holder, RPC_RX_NONE);
     if (atomic_load(&r->rx_done) && r->disp_sleeping) pthread_cond_signal(&r->dcv);

@@ -23,6 +23,7 @@ void spmd__rpc_frame_init(rpc_frame *f, int kind, uint64_t id, const char *name)
     f->h.magic = RPC_MAGIC;
     f->h.version = RPC_VERSION;
     f->h.kind = (uint8_t)kind;
+    f->h.nsub = 1;
     f->h.id = id;
     if (name) spmd__rpc_name_copy(f->h.name, name);
 }
@@ -88,10 +89,12 @@ static void plan(const spmd_rpc_msg *m, layout *L) {
     L->packed = L->nrest > 1 && L->rest <= RPC_PACK_MAX && L->rest / (size_t)L->nrest < RPC_PACK_EACH;
 }
 
-spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, char *err,
+spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_msg *m, int batch, char *err,
                            size_t errlen) {
     layout L;
     plan(m, &L);
+    batch = batch && !L.meta_sep && !L.nrest;
+    if (!batch) spmd__rpc_flush(r);   /* what this thread batched goes first */
     f->h.ntensors = m ? (uint32_t)m->n : 0;
     f->h.nrrefs = m ? (uint32_t)m->nrrefs : 0;
     f->h.payload_len = m ? (uint32_t)m->plen : 0;
@@ -111,6 +114,7 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
             p += b;
         }
     }
+    if (batch) return spmd__rpc_batch_add(r, dst, f, err, errlen);
     memset(p, 0, RPC_INLINE_BYTES - L.inl);   /* nothing of this process's memory leaks out */
     char gerr[SPMD__ERRLEN] = "";
     spmd_status st;
@@ -210,8 +214,9 @@ static spmd_status meta_parse(spmd_rpc *r, const rpc_frame *f, const unsigned ch
     return SPMD_OK;
 }
 
-/* Header sanity checks that need no body. */
-static spmd_status check_head(const rpc_frame *f, char *err, size_t errlen) {
+/* Header sanity checks that need no body; room: the bytes after the head
+ * that belong to this frame (less than RPC_INLINE_BYTES in a batch). */
+static spmd_status check_head(const rpc_frame *f, size_t room, char *err, size_t errlen) {
     const rpc_frame_head *h = &f->h;
     if (h->magic != RPC_MAGIC || h->version != RPC_VERSION)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "bad magic/version");
@@ -228,7 +233,7 @@ static spmd_status check_head(const rpc_frame *f, char *err, size_t errlen) {
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "meta block of %u bytes is too long", h->meta_len);
     if (h->flags & ~(RPC_F_PACKED | RPC_F_META_SEP))
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "unknown flags 0x%x", h->flags);
-    if (h->inline_len > RPC_INLINE_BYTES || h->n_inline > h->ntensors)
+    if (h->inline_len > room || h->n_inline > h->ntensors)
         return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "inline part (%u bytes, %u tensors) does not fit the frame",
                           h->inline_len, h->n_inline);
     int sep = (h->flags & RPC_F_META_SEP) != 0;
@@ -284,10 +289,10 @@ static spmd_status recv_rest(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_
     return SPMD_OK;
 }
 
-spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg **out,
+spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, size_t room, spmd_rpc_msg **out,
                                 char *err, size_t errlen) {
     *out = NULL;
-    spmd_status st = check_head(f, err, errlen);
+    spmd_status st = check_head(f, room, err, errlen);
     if (st != SPMD_OK) return st;
     spmd_rpc_msg *m = spmd_rpc_msg_new();
     if (!m) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
@@ -338,5 +343,5 @@ void spmd__rpc_send_small(spmd_rpc *r, int dst, int kind, const uint64_t aux[4])
     spmd__rpc_frame_init(&f, kind, 0, NULL);
     if (aux) memcpy(f.h.aux, aux, sizeof f.h.aux);
     char err[SPMD__ERRLEN];
-    if (spmd__rpc_send(r, dst, &f, NULL, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
+    if (spmd__rpc_send(r, dst, &f, NULL, 0, err, sizeof err) != SPMD_OK) SPMD_LOGW("rpc: %s", err);
 }
