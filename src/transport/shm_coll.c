@@ -17,7 +17,8 @@
  * Waiting: spin (yielding when ranks outnumber cores), then sleep on the
  * peer's flag as a futex in slices, checking the group's failure and the
  * deadline; a poster wakes sleepers only when the flag's sleeper count says
- * there are some, so the fast path has no system call.
+ * there are some, so the fast path has no system call (and, with membarrier,
+ * no fence: shm_internal.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,7 +109,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
                                    r, m->rank, kind, c->seq);
         }
         atomic_fetch_add(&h->sleepers, 1);
-        atomic_thread_fence(memory_order_seq_cst);
+        spmd__shm_fence_slow(m->shm->asym); /* the poster's side of it is a compiler barrier */
         uint32_t seen = atomic_load_explicit(step_word(h), memory_order_acquire);
         if ((int32_t)(seen - k) < 0) {
             int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;
@@ -139,7 +140,7 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
     uint32_t k = ++l->step, hash = coll_hash(c);
     seg_header *me = spmd__shm_header(l->own);
     atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
+    spmd__shm_fence_fast(l->asym);
     if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
     for (int i = 0; i < n; i++) {
         int r = ranks ? ranks[i] : i;

@@ -14,15 +14,18 @@
 #include "mesh.h"
 #include "path.h"
 
-#define SEG_MAGIC 0x73706d646c6e6b33ull /* "spmdlnk3" */
+#define SEG_MAGIC 0x73706d646c6e6b34ull /* "spmdlnk4" */
 #define HDR_BYTES 4096u
 
+/* A ring (shm_link.c): the counters and each side's sleep flags on cache
+ * lines of their own, so the flags a writer reads per message stay clean in
+ * its cache while nobody sleeps. */
 typedef struct {
-    _Alignas(64) _Atomic uint64_t tail;
-    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;    /* bytes written (the producer alone stores it) */
+    _Alignas(64) _Atomic uint64_t head;    /* bytes read (the consumer alone stores it) */
     _Alignas(64) _Atomic uint32_t c_sleep; /* the consumer sleeps and wants every message */
-    _Atomic uint32_t c_idle;               /* ... sleeps, wants a doorbell only once the ring is half full */
-    _Alignas(64) _Atomic uint32_t p_sleep;
+    _Atomic uint32_t c_idle;               /* ... sleeps, wants a doorbell once the ring is half full */
+    _Alignas(64) _Atomic uint32_t p_sleep; /* the producer sleeps until there is room */
     _Alignas(64) unsigned char data[];
 } ring;
 
@@ -42,8 +45,11 @@ typedef struct {
     spmd__path base;
     ring *in, *out;
     uint32_t size;       /* ring_bytes (a power of two) */
-    uint64_t in_tail;    /* last tail seen on `in` */
-    uint64_t out_head;   /* last head seen on `out` */
+    int asym;            /* both ranks registered for membarrier (shm_link.c: Dekker's fences) */
+    uint64_t in_tail;    /* last tail count seen on `in` */
+    uint64_t in_head;    /* bytes read from `in` (ours: the counter in shared memory follows) */
+    uint64_t out_tail;   /* bytes written to `out` (likewise) */
+    uint64_t out_head;   /* last head count seen on `out` */
 } shm_path;
 
 struct spmd__shm_link {
@@ -56,10 +62,21 @@ struct spmd__shm_link {
     int npeers;
     size_t slot_bytes, slots_off;
     int all_shm;             /* every rank of the mesh reaches every other by rings (agreed by all) */
+    int asym;                /* every linked rank registered for membarrier: fast sides need no fence */
     uint32_t step;           /* collective steps synced so far (shm_coll.c) */
 };
 
 ring *spmd__shm_ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan);
+
+/* Dekker's handshake between a side that publishes often (a ring's writer
+ * and reader, a collective's poster) and a side that rarely goes to sleep:
+ * each stores, fences, then loads the other's word.  With membarrier(2)
+ * the frequent side needs only a compiler barrier and the sleeper issues a
+ * barrier on every CPU running a registered process (asymmetric fences, as
+ * userspace RCU); without it both use a full fence. */
+void spmd__shm_fence_fast(int asym);
+void spmd__shm_fence_slow(int asym);
+int spmd__shm_membarrier_register(void);
 seg_header *spmd__shm_header(unsigned char *seg);
 
 #endif
