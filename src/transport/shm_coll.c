@@ -139,6 +139,7 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
     spmd__shm_link *l = m->shm;
     uint32_t k = ++l->step, hash = coll_hash(c);
     seg_header *me = spmd__shm_header(l->own);
+    SPMD__IPC_RELEASE();
     atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
     spmd__shm_fence_fast(l->asym);
     if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
@@ -148,6 +149,7 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
         spmd_status st = wait_peer(c, r, k, hash);
         if (st) return st;
     }
+    SPMD__IPC_ACQUIRE();
     return SPMD_OK;
 }
 

@@ -14,15 +14,16 @@
 #include "mesh.h"
 #include "path.h"
 
-#define SEG_MAGIC 0x73706d646c6e6b34ull /* "spmdlnk4" */
+#define SEG_MAGIC 0x73706d646c6e6b35ull /* "spmdlnk5" */
 #define HDR_BYTES 4096u
 
-/* A ring (shm_link.c): the counters and each side's sleep flags on cache
- * lines of their own, so the flags a writer reads per message stay clean in
- * its cache while nobody sleeps. */
+/* A ring (shm_link.c): records in `data`, each an 8-byte header (payload
+ * length | stamp << 32) and the payload, 8-byte aligned; the counters and
+ * each side's sleep flags on cache lines of their own, so the flags a writer
+ * reads per message stay clean in its cache while nobody sleeps. */
 typedef struct {
-    _Alignas(64) _Atomic uint64_t tail;    /* bytes written (the producer alone stores it) */
-    _Alignas(64) _Atomic uint64_t head;    /* bytes read (the consumer alone stores it) */
+    _Alignas(64) _Atomic uint64_t tail;    /* bytes of records written (the producer alone stores it) */
+    _Alignas(64) _Atomic uint64_t head;    /* bytes of records consumed (the consumer alone stores it) */
     _Alignas(64) _Atomic uint32_t c_sleep; /* the consumer sleeps and wants every message */
     _Atomic uint32_t c_idle;               /* ... sleeps, wants a doorbell once the ring is half full */
     _Alignas(64) _Atomic uint32_t p_sleep; /* the producer sleeps until there is room */
@@ -46,10 +47,16 @@ typedef struct {
     ring *in, *out;
     uint32_t size;       /* ring_bytes (a power of two) */
     int asym;            /* both ranks registered for membarrier (shm_link.c: Dekker's fences) */
-    uint64_t in_tail;    /* last tail count seen on `in` */
-    uint64_t in_head;    /* bytes read from `in` (ours: the counter in shared memory follows) */
-    uint64_t out_tail;   /* bytes written to `out` (likewise) */
-    uint64_t out_head;   /* last head count seen on `out` */
+    /* reading `in` (by whoever holds the reader's lock) */
+    uint64_t in_pos;     /* the current record's position (the ring's head follows) */
+    uint32_t in_seq;     /* the stamp it must carry */
+    uint32_t in_len, in_got; /* its payload's length and what was read of it, while in_open */
+    int in_open;
+    _Atomic uint64_t in_next; /* seq << 32 | offset of the record awaited: spinners look there */
+    /* writing `out` */
+    uint64_t out_pos;    /* where the next record goes (the ring's tail follows) */
+    uint32_t out_seq;    /* its stamp */
+    uint64_t out_head;   /* last head seen on `out` */
 } shm_path;
 
 struct spmd__shm_link {
@@ -67,6 +74,28 @@ struct spmd__shm_link {
 };
 
 ring *spmd__shm_ring_at(const spmd__shm_link *l, unsigned char *seg, int from, int chan);
+
+/* ThreadSanitizer sees no synchronisation through another process's
+ * memory.  For sockets it assumes that whatever one thread sent may be what
+ * any thread receives (one sync object for every socket); the rings and the
+ * collective flags are told the same: a write releases, a read acquires. */
+#if defined(__SANITIZE_THREAD__)
+#define SPMD__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPMD__TSAN 1
+#endif
+#endif
+#ifdef SPMD__TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char spmd__tsan_ipc;
+#define SPMD__IPC_RELEASE() __tsan_release(&spmd__tsan_ipc)
+#define SPMD__IPC_ACQUIRE() __tsan_acquire(&spmd__tsan_ipc)
+#else
+#define SPMD__IPC_RELEASE() ((void)0)
+#define SPMD__IPC_ACQUIRE() ((void)0)
+#endif
 
 /* Dekker's handshake between a side that publishes often (a ring's writer
  * and reader, a collective's poster) and a side that rarely goes to sleep:
