@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -42,6 +43,16 @@ void *spmd__shm_coll_slot(spmd__coll_ctx *c, int r) {
     spmd__shm_link *l = c->m->shm;
     unsigned char *seg = r == c->m->rank ? l->own : l->peer[r];
     return seg + l->slots_off + (size_t)((l->step + 1) & 1) * l->slot_bytes;
+}
+
+_Static_assert(offsetof(seg_header, small) + sizeof(((seg_header *)0)->small) <= offsetof(seg_header, flag) + 64,
+               "a small step's data shares the flag's cache line");
+
+void *spmd__shm_coll_small(spmd__coll_ctx *c, int r, size_t bytes) {
+    if (bytes > SPMD__SHM_SMALL_BYTES) return spmd__shm_coll_slot(c, r);
+    spmd__shm_link *l = c->m->shm;
+    seg_header *h = spmd__shm_header(r == c->m->rank ? l->own : l->peer[r]);
+    return h->small[(l->step + 1) & 1];
 }
 
 static _Atomic uint32_t *step_word(seg_header *h) {

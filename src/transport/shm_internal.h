@@ -14,6 +14,7 @@
 #include "mesh.h"
 #include "path.h"
 
+#define SPMD__SHM_SMALL_BYTES 24
 #define SEG_MAGIC 0x73706d646c6e6b35ull /* "spmdlnk5" */
 #define HDR_BYTES 4096u
 
@@ -38,6 +39,9 @@ typedef struct {
      * collective (low half), written together so a reader never sees one
      * step's number with another's hash */
     _Alignas(64) _Atomic uint64_t flag;
+    /* a small step's data, on the flag's own cache line (one miss for both),
+     * double-buffered like the slots (shm_coll.c) */
+    unsigned char small[2][SPMD__SHM_SMALL_BYTES];
     _Alignas(64) _Atomic uint32_t sleepers; /* ranks waiting on our flag in futex */
     _Alignas(64) _Atomic int32_t cpu;       /* the CPU this rank last waited on (path.h) */
 } seg_header;
