@@ -28,7 +28,7 @@ spmd_status spmd__allreduce_shm_oneshot(spmd__coll_ctx *c, const spmd__coll_args
     const char *slot[64];
     const char **slots = w <= 64 ? slot : spmd__tmp(c, 0, sizeof(char *) * (size_t)w);
     if (!slots) return SPMD__NOMEM(c, "oneshot all_reduce", sizeof(char *) * (size_t)w);
-    for (int r = 0; r < w; r++) slots[r] = spmd__shm_coll_slot(c, r);
+    for (int r = 0; r < w; r++) slots[r] = spmd__shm_coll_small(c, r, bytes);
     memcpy((void *)(uintptr_t)slots[me], a->sendbuf, bytes);
     spmd_status st = spmd__shm_coll_sync(c);
     if (st) return st;

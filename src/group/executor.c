@@ -231,7 +231,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
         return SPMD_OK;
     }
     spmd_status st = spmd_work_wait(w, -1);
-    if (st == SPMD_ERR_TIMEOUT && !atomic_load(&w->done)) {
+    if (st == SPMD_ERR_TIMEOUT && spmd_work_test(w) == SPMD_ERR_AGAIN) {
         /* The executor has its own deadline; the wait above only overshoots
          * when collectives queued ahead took long.  Wait for it to finish. */
         st = spmd_work_wait(w, 1 << 30);

@@ -69,7 +69,7 @@ struct spmd_work {
     spmd__preq req;           /* p2p: what the transport's engine sees (first member) */
     spmd__work_kind kind;
     spmd_group *g;
-    atomic_int done;
+    atomic_int state;         /* work.c: done, owner sleeping, completer gone */
     spmd_status status;
     pthread_mutex_t mu;
     pthread_cond_t cv;

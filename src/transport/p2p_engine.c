@@ -128,6 +128,7 @@ struct spmd__p2p {
     int nshm;                        /* peers reached by shared memory */
     size_t cma_min;                  /* sends from this size go by RGET where the pair allows */
     spmd__preq *copies;              /* receives matched to an RGET, to be read outside the lock */
+    pthread_mutex_t copy_mu;         /* ... one at a time */
 };
 
 /* A request is done: hand it back to its owner. */
@@ -740,8 +741,12 @@ static void unlock_engine(spmd__p2p *p) {
         w->next = NULL;
         pthread_mutex_unlock(&p->mu);
         char why[SPMD__ERRLEN];
+        /* one copy at a time, as when payloads were read under the lock:
+         * a window of receives into one buffer (osu_bw's) stays race-free */
+        pthread_mutex_lock(&p->copy_mu);
         spmd_status st =
             spmd__cma_read_sealed(p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2], why, sizeof why);
+        pthread_mutex_unlock(&p->copy_mu);
         pthread_mutex_lock(&p->mu);
         /* the receive completes before its sender hears of it */
         const int src = w->peer;
@@ -935,6 +940,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, e, "creating the progress thread's epoll");
     }
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->copy_mu, NULL);
     pthread_cond_init(&p->drained, NULL);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)g->world};
     epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev);
@@ -1007,6 +1013,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
     close(p->evfd);
     pthread_cond_destroy(&p->drained);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->copy_mu);
     free(p->peers);
     free(p);
     g->p2p = NULL;

@@ -17,10 +17,12 @@
  * Waiting: spin (yielding when ranks outnumber cores), then sleep on the
  * peer's flag as a futex in slices, checking the group's failure and the
  * deadline; a poster wakes sleepers only when the flag's sleeper count says
- * there are some, so the fast path has no system call.
+ * there are some, so the fast path has no system call (and, with membarrier,
+ * no fence: shm_internal.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -41,6 +43,16 @@ void *spmd__shm_coll_slot(spmd__coll_ctx *c, int r) {
     spmd__shm_link *l = c->m->shm;
     unsigned char *seg = r == c->m->rank ? l->own : l->peer[r];
     return seg + l->slots_off + (size_t)((l->step + 1) & 1) * l->slot_bytes;
+}
+
+_Static_assert(offsetof(seg_header, small) + sizeof(((seg_header *)0)->small) <= offsetof(seg_header, flag) + 64,
+               "a small step's data shares the flag's cache line");
+
+void *spmd__shm_coll_small(spmd__coll_ctx *c, int r, size_t bytes) {
+    if (bytes > SPMD__SHM_SMALL_BYTES) return spmd__shm_coll_slot(c, r);
+    spmd__shm_link *l = c->m->shm;
+    seg_header *h = spmd__shm_header(r == c->m->rank ? l->own : l->peer[r]);
+    return h->small[(l->step + 1) & 1];
 }
 
 static _Atomic uint32_t *step_word(seg_header *h) {
@@ -108,7 +120,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
                                    r, m->rank, kind, c->seq);
         }
         atomic_fetch_add(&h->sleepers, 1);
-        atomic_thread_fence(memory_order_seq_cst);
+        spmd__shm_fence_slow(m->shm->asym); /* the poster's side of it is a compiler barrier */
         uint32_t seen = atomic_load_explicit(step_word(h), memory_order_acquire);
         if ((int32_t)(seen - k) < 0) {
             int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;
@@ -138,8 +150,9 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
     spmd__shm_link *l = m->shm;
     uint32_t k = ++l->step, hash = coll_hash(c);
     seg_header *me = spmd__shm_header(l->own);
+    SPMD__IPC_RELEASE();
     atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
+    spmd__shm_fence_fast(l->asym);
     if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
     for (int i = 0; i < n; i++) {
         int r = ranks ? ranks[i] : i;
@@ -147,6 +160,7 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
         spmd_status st = wait_peer(c, r, k, hash);
         if (st) return st;
     }
+    SPMD__IPC_ACQUIRE();
     return SPMD_OK;
 }
 

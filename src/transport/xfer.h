@@ -78,6 +78,10 @@ spmd_status spmd__xsendrecv(spmd__coll_ctx *c, int speer, const void *sbuf, size
 int spmd__shm_coll_usable(const spmd__coll_ctx *c);
 size_t spmd__shm_coll_slot_bytes(const spmd__coll_ctx *c);
 void *spmd__shm_coll_slot(spmd__coll_ctx *c, int rank);
+/* The same for a step of at most `bytes`: up to 24 bytes travel on the
+ * cache line of the rank's flag (a reader fetches both at once), more in the
+ * slot. */
+void *spmd__shm_coll_small(spmd__coll_ctx *c, int rank, size_t bytes);
 spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c);
 /* Hierarchical collectives: hosts of equal size, 2 or more (c->m->topo),
  * with slots shared within each host; the step's sync then waits only for
