@@ -4,7 +4,7 @@
  * straight to the agent's group (wrong size, garbage, tables that do not
  * match the frame, a truncated body, an oversized payload claim, inline
  * data shorter than its tensors, tensor data announced nowhere, unknown
- * flags): each is
+ * flags, batches of frames that do not add up): each is
  * an error to the caller, and the callee keeps serving; a non-graceful
  * shutdown while calls are in flight both ways (futures outlive the agent). */
 #include <signal.h>
@@ -186,6 +186,34 @@ static int malformed(int idx, void *arg) {
                  spmd_rpc_future_errmsg(fut));
             CREQ(strstr(spmd_rpc_future_errmsg(fut), "worker0 (rank 0)"), "%s", spmd_rpc_future_errmsg(fut));
             spmd_rpc_future_free(fut);
+        }
+        /* several frames in one message (batch.c): two calls are both
+         * answered; a batched frame that claims a body is dropped with what
+         * follows it (the frames before it are served); a message claiming
+         * more frames than fit is dropped whole */
+        for (int c = 0; c < 3; c++) {
+            rpc_frame b;
+            memset(&b, 0, sizeof b);
+            spmd_rpc_future *f1 = expect(r, &b);
+            rpc_frame second;   /* its head goes right after the first (8-aligned) */
+            spmd_rpc_future *f2 = spmd__rpc_future_new(r, 0, 0);
+            spmd__rpc_pending_add(r, f2);
+            spmd__rpc_frame_init(&second, RPC_K_CALL, f2->id, "noop");
+            if (c == 1) second.h.body_tag = RPC_TAG_BODY0 + 77;
+            memcpy(b.inl, &second.h, sizeof second.h);
+            b.h.nsub = c == 2 ? 200 : 2;
+            CREQ(send_raw(r, &b) == SPMD_OK, "batch %d", c);
+            if (c < 2) CREQ(spmd_rpc_future_wait(f1, -1) == SPMD_OK, "batch %d: %s", c, spmd_rpc_future_errmsg(f1));
+            if (c == 0) CREQ(spmd_rpc_future_wait(f2, -1) == SPMD_OK, "batch: %s", spmd_rpc_future_errmsg(f2));
+            /* the dropped ones are never answered: withdraw them */
+            for (spmd_rpc_future *f = c == 0 ? NULL : c == 1 ? f2 : f1; f; f = f == f1 ? f2 : NULL) {
+                spmd_rpc_future *t = spmd__rpc_pending_take(r, f->id);
+                CREQ(t == f, "batch %d: a dropped frame was answered", c);
+                spmd__rpc_future_complete(t, SPMD_ERR_ABORTED, NULL, "withdrawn");
+                spmd_rpc_future_free(t);
+            }
+            spmd_rpc_future_free(f1);
+            spmd_rpc_future_free(f2);
         }
         char small[10] = {0};
         /* a release of a user the owner does not know (double free, forged
