@@ -14,11 +14,14 @@
  *   spmd_rpc_msg *res;  spmd_rpc_sync(r, 1, "add", a, -1, &res);
  *   spmd_rpc_shutdown(r, 1);                                            // graceful, collective
  *
- * Threads: one dispatcher thread receives frames; handlers run on a pool of
- * threads (spmd_rpc_opts.threads).  A call to one's own rank skips the wire.
- * Future callbacks (spmd_rpc_future_then) run on the thread that completes
- * the future (the dispatcher, a handler thread or the caller for self calls):
- * they must not wait for other futures.
+ * Threads: a caller waiting for its reply receives it itself; idle handler
+ * threads (a pool, spmd_rpc_opts.threads) and a dispatcher thread receive
+ * otherwise, and a call an idle handler thread receives runs on it
+ * (docs/RPC.md).  A call to one's own rank skips the wire.  Future callbacks
+ * (spmd_rpc_future_then) run on the thread that completes the future (the
+ * one that received the reply: a waiting caller, a handler thread, the
+ * dispatcher; a handler thread for self calls): they must not wait for
+ * other futures.
  *
  * Errors: every call returns spmd_status; the detail of the last failure is
  * spmd_rpc_errmsg(r), of a future spmd_rpc_future_errmsg(f) (a handler's
