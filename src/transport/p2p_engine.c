@@ -795,9 +795,12 @@ int spmd__p2p_ready(spmd__mesh *g, int which) {
     return 0;
 }
 
-/* Does this rank wait for anything from peer i?  (Any posted receive counts:
- * it may be an any-source one.) */
-static int wanted(const spmd__p2p *p, const peer *pe) { return p->posted || pe->data_wait || pe->rts_wait; }
+/* Does this rank wait for anything from peer i?  A posted receive (any:
+ * it may be an any-source one), a CTS, FIN or DATA, or the rest of a frame
+ * begun (a matched receive's payload is on no list while it arrives). */
+static int wanted(const spmd__p2p *p, const peer *pe) {
+    return p->posted || pe->data_wait || pe->rts_wait || pe->in_payload || pe->hdr_got;
+}
 
 /* Put peer i's ring flags where this rank's state wants them before its
  * progress thread may sleep (path.h): "wake me for every message" while we
