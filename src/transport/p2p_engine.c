@@ -795,10 +795,10 @@ int spmd__p2p_ready(spmd__mesh *g, int which) {
     return 0;
 }
 
-/* Does this rank wait for anything from peer i?  (Any posted receive counts:
- * it may be an any-source one; so does a message read in part, whose rest
- * the writer adds once it finds room: a posted receive it matched is in
- * neither list meanwhile.) */
+/* Does this rank wait for anything from peer i?  A posted receive (any:
+ * it may be an any-source one), a CTS, FIN or DATA, or the rest of a frame
+ * begun, which the writer adds once it finds room in the ring (a matched
+ * receive's payload is on no list while it arrives). */
 static int wanted(const spmd__p2p *p, const peer *pe) {
     return p->posted || pe->data_wait || pe->rts_wait || pe->in_payload || pe->hdr_got;
 }

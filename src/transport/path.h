@@ -7,7 +7,7 @@
  *   read    bytes read (> 0), 0 when the peer closed, or -1 with errno
  *           (EAGAIN: nothing there now)
  *
- * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_link.c,
+ * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_ring.c,
  * a pair of single-producer/single-consumer rings in shared memory; no
  * system call on the fast path).  Every path keeps its TCP connection: it is
  * what a waiter sleeps on (poll/epoll) and how a dead peer is noticed (the

@@ -1,5 +1,6 @@
 /* src/transport/shm_internal.h — the layout of a rank's shared-memory
- * segment, shared by shm_link.c (rings) and shm_coll.c (collective slots).
+ * segment, shared by shm_link.c (set-up), shm_ring.c (rings) and shm_coll.c
+ * (collective slots).
  *
  *   page 0      seg_header, then the collective flag (its own cache lines)
  *   rings       [world][NCHAN] inbound rings, ring_stride bytes each
@@ -18,7 +19,7 @@
 #define SEG_MAGIC 0x73706d646c6e6b35ull /* "spmdlnk5" */
 #define HDR_BYTES 4096u
 
-/* A ring (shm_link.c): records in `data`, each an 8-byte header (payload
+/* A ring (shm_ring.c): records in `data`, each an 8-byte header (payload
  * length | stamp << 32) and the payload, 8-byte aligned; the counters and
  * each side's sleep flags on cache lines of their own, so the flags a writer
  * reads per message stay clean in its cache while nobody sleeps. */
@@ -107,6 +108,7 @@ extern char spmd__tsan_ipc;
  * the frequent side needs only a compiler barrier and the sleeper issues a
  * barrier on every CPU running a registered process (asymmetric fences, as
  * userspace RCU); without it both use a full fence. */
+extern const spmd__path_ops spmd__shm_ring_ops; /* shm_ring.c: the path over a pair of rings */
 void spmd__shm_fence_fast(int asym);
 void spmd__shm_fence_slow(int asym);
 int spmd__shm_membarrier_register(void);

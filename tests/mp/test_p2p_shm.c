@@ -13,6 +13,11 @@
  *              changed), and says so, rather than taking the bytes
  *   sizes      messages around the single-copy threshold, both orders of
  *              posting, bit for bit
+ *   stream     blocking round trips of messages larger than a ring; run
+ *              again with SPMD_SPIN_US=0 SPMD_CMA=0 (tests/transport.cmake),
+ *              where every wait sleeps at once and the bytes go through the
+ *              rings: a receive whose payload is half in must still wake its
+ *              progress thread (it had waited for the engine's 1 s timeout)
  *
  * Run at world 2 and 3 (any-source over several rings). */
 #include "coll_common.h" /* RREQUIRE, harness */
@@ -128,6 +133,25 @@ static int sizes(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+static int stream(spmd_group *g, int rank, int world) {
+    if (rank > 1) return 0;
+    (void)world;
+    const size_t n = 512u << 10;
+    unsigned char *buf = malloc(n);
+    RREQUIRE(buf != NULL);
+    for (int i = 0; i < 40; i++) {
+        if (rank == i % 2) {
+            memset(buf, i, n);
+            RREQUIRE(spmd_send(g, buf, n, SPMD_U8, 1 - rank, 40) == SPMD_OK);
+        } else {
+            RREQUIRE(spmd_recv(g, buf, n, SPMD_U8, 1 - rank, 40, NULL) == SPMD_OK);
+            RREQUIRE(buf[0] == (unsigned char)i && buf[n - 1] == (unsigned char)i);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
 static int body(int rank, int world, void *arg) {
     (void)arg;
     spmd_group *g = join_group(rank);
@@ -137,6 +161,7 @@ static int body(int rank, int world, void *arg) {
     if (!rc) rc = progress(g, rank, world);
     if (!rc) rc = withdrawn(g, rank, world);
     if (!rc) rc = sizes(g, rank, world);
+    if (!rc) rc = stream(g, rank, world);
     spmd_group_destroy(g);
     return rc;
 }
