@@ -70,7 +70,18 @@ typedef struct spmd__mesh {
     pthread_mutex_t fail_mu;
     char fail_msg[SPMD__ERRLEN];
     int fail_eventfd;             /* readable once failed != 0 */
+    int fail_culprit;             /* the rank the failure blames, -1 none (under fail_mu) */
     atomic_int *peer_left;        /* [world] 1 after the peer said goodbye */
+
+    /* Set by the layer above before the progress thread starts (the group's
+     * flight recorder); both may be NULL.  on_fail runs once, on the thread
+     * that records the first failure, before any waiter can see it (so a
+     * program that exits on the error still leaves its record); it must not
+     * call back into the mesh.  on_tick runs on the progress thread about
+     * once a second (more often with short heartbeats), with no lock held. */
+    void (*on_fail)(void *arg, spmd_status st, int culprit, const char *msg);
+    void (*on_tick)(void *arg);
+    void *hook_arg;
 } spmd__mesh;
 
 /* ---- which paths (mode.c) ---------------------------------------------------- */
@@ -95,11 +106,16 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, struct spmd_store *store, const ch
 /* ---- failure (failure.c) ------------------------------------------------- */
 /* Record the failure and wake waiters (no p2p locking); 1 if first. */
 int spmd__mesh_mark_failed(spmd__mesh *m, spmd_status st, const char *msg);
+/* The same, naming the rank at fault (a dead or silent peer; -1: none). */
+int spmd__mesh_mark_failed_by(spmd__mesh *m, spmd_status st, int culprit, const char *msg);
 /* Mark the mesh failed (first call wins), wake every waiter, and if
  * `tell_peers`, send an abort notice with the message to every live peer;
  * every pending p2p operation fails. */
 void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
+/* The same, naming the rank at fault (-1: none); the abort notice carries it. */
+void spmd__mesh_fail_by(spmd__mesh *m, spmd_status st, int culprit, int tell_peers, const char *fmt, ...)
+    SPMD__PRINTF(5, 6);
 /* SPMD_OK, or the failure status with its message copied to msg. */
 spmd_status spmd__mesh_check(spmd__mesh *m, char *msg, size_t msglen);
 

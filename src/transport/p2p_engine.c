@@ -13,7 +13,9 @@
  *            (expected `len` bytes of its dtype); the send had completed,
  *            so the sender only logs it: the channel stays usable
  *   BYE      the sender is leaving the group cleanly
- *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason
+ *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason,
+ *            id is 1 + the rank it blames (0: none)
+ *   PING     a heartbeat (heartbeat.c): only its arrival counts
  *
  * Small messages go eagerly (the receiver buffers them if no receive is
  * posted yet); large ones wait for the receiver's CTS so they land directly in
@@ -22,6 +24,8 @@
  * peer can stall another.  One mutex guards all of it: the user's threads post
  * and may write straight to an idle socket, the progress thread does the rest.
  * A peer whose connection ends without BYE is dead: the whole group fails.
+ * The progress thread also ticks: heartbeats (heartbeat.c) and the hook of
+ * the layer above (mesh.h's on_tick).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,14 +37,16 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "heartbeat.h"
 #include "mesh.h"
 #include "path.h"
 
 #define HDR 24
 #define EAGER_MAX (64u * 1024u)
 #define ABORT_MAX 1024u
+#define TICK_MS 1000 /* the tick's period when heartbeats are off */
 
-enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_MAX };
+enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_PING, F_MAX };
 
 typedef struct frame {
     unsigned char hdr[HDR];
@@ -68,6 +74,7 @@ typedef struct {
     spmd__path *path;    /* how bytes move: the connection itself or shared-memory rings */
     int shm;
     int dead, left;
+    uint64_t rx;         /* bytes received so far (the heartbeat's evidence of life) */
     frame *sq, *sq_tail;
     int want_out;
     /* reader state */
@@ -101,6 +108,8 @@ struct spmd__p2p {
     int nshm;                        /* peers reached by shared memory */
     atomic_int spinners;             /* waiters polling the rings themselves (spmd__p2p_spin_*) */
     pthread_mutex_t watch_mu;        /* orders the rings' sleep flags between spinners */
+    spmd__hb *hb;                    /* heartbeats, NULL when off */
+    int64_t next_tick;               /* monotonic ms (progress thread only) */
 };
 
 /* A request is done: hand it back to its owner. */
@@ -266,8 +275,11 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     if (!pe->left) {
         /* Record the group's failure before anyone can see this peer as
          * merely gone, so every caller gets the real cause. */
-        snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
-        int first = spmd__mesh_mark_failed(p->m, SPMD_ERR_REMOTE, msg);
+        if (!strcmp(why, strerror(ETIMEDOUT)))
+            snprintf(msg, sizeof msg, "rank %d stopped answering: its connection timed out (link down?)", i);
+        else
+            snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
+        int first = spmd__mesh_mark_failed_by(p->m, SPMD_ERR_REMOTE, i, msg);
         pe->dead = 1;
         if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
         if (first) {
@@ -305,11 +317,14 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
     spmd__mesh *g = p->m;
     size_t n = strlen(msg);
     if (n > ABORT_MAX) n = ABORT_MAX;
+    pthread_mutex_lock(&g->fail_mu);
+    uint64_t blame = (uint64_t)(g->fail_culprit + 1);
+    pthread_mutex_unlock(&g->fail_mu);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (i == g->rank || pe->dead || pe->fd < 0) continue;
-        /* the tag field carries the failure's status code */
-        enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, 0, msg, n, 1, NULL);
+        /* the tag field carries the failure's status code, the id the rank it blames */
+        enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, blame, msg, n, 1, NULL);
     }
 }
 
@@ -526,6 +541,8 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         pe->left = 1;
         atomic_store(&p->m->peer_left[i], 1);
         return 0;
+    case F_PING:
+        return 0;
     case F_ABORT:
         if (pe->len > ABORT_MAX) { snprintf(why, whylen, "abort text too long"); return -1; }
         pe->abort_text = calloc(1, pe->len + 1);
@@ -554,10 +571,11 @@ static void on_payload_done(spmd__p2p *p, int i) {
     } else if (pe->type == F_ABORT && pe->abort_text) {
         char *text = pe->abort_text;
         pe->abort_text = NULL;
-        pthread_mutex_unlock(&p->mu);
         int code = (int32_t)pe->tag;
+        int blame = pe->id >= 1 && pe->id <= (uint64_t)p->m->world ? (int)pe->id - 1 : -1;
+        pthread_mutex_unlock(&p->mu);
         spmd_status st = code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
-        spmd__mesh_fail(p->m, st, 0, "rank %d reported: %s", i, text);
+        spmd__mesh_fail_by(p->m, st, blame, 0, "rank %d reported: %s", i, text);
         pthread_mutex_lock(&p->mu);
         free(text);
     }
@@ -592,6 +610,7 @@ static void read_peer(spmd__p2p *p, int i) {
             peer_died(p, i, strerror(errno));
             return;
         }
+        pe->rx += (uint64_t)n;
         if (!pe->in_payload) {
             pe->hdr_got += (size_t)n;
             if (pe->hdr_got < HDR) continue;
@@ -687,6 +706,48 @@ static void service_shm(spmd__p2p *p, const char *closed) {
     }
 }
 
+/* ---- the tick: heartbeats, then the layer above's hook ------------------- */
+
+static uint64_t hb_rx(void *arg, int i) { return ((spmd__p2p *)arg)->peers[i].rx; }
+static int hb_gone(void *arg, int i) {
+    const peer *pe = &((spmd__p2p *)arg)->peers[i];
+    return pe->dead || pe->left || pe->fd < 0;
+}
+static void hb_ping(void *arg, int i) {
+    spmd__p2p *p = arg;
+    if (!p->peers[i].sq) enqueue(p, i, F_PING, 0, 0, 0, NULL, 0, 0, NULL); /* else bytes are on their way */
+}
+
+/* A watched peer went silent: the group fails naming it. */
+static void peer_silent(spmd__p2p *p, int i, const char *msg) {
+    if (!spmd__mesh_mark_failed_by(p->m, SPMD_ERR_REMOTE, i, msg)) return;
+    abort_locked(p, SPMD_ERR_REMOTE, msg);
+    fail_everything(p, SPMD_ERR_REMOTE, msg);
+}
+
+/* How long the progress thread may sleep before its next tick. */
+static int until_tick(const spmd__p2p *p, int timeout) {
+    int64_t left = p->next_tick - spmd__now_ms();
+    if (left < 0) left = 0;
+    return left < timeout ? (int)left : timeout;
+}
+
+static void tick(spmd__p2p *p) {
+    int64_t now = spmd__now_ms();
+    if (now < p->next_tick) return;
+    if (p->hb) {
+        char msg[SPMD__ERRLEN];
+        pthread_mutex_lock(&p->mu);
+        int silent = spmd__hb_tick(p->hb, now, msg, sizeof msg);
+        if (silent >= 0) peer_silent(p, silent, msg);
+        pthread_mutex_unlock(&p->mu);
+        p->next_tick = spmd__hb_due(p->hb);
+    } else {
+        p->next_tick = now + TICK_MS;
+    }
+    if (p->m->on_tick) p->m->on_tick(p->m->hook_arg);
+}
+
 static void *progress_main(void *arg) {
     spmd__p2p *p = arg;
     spmd__mesh *g = p->m;
@@ -710,7 +771,7 @@ static void *progress_main(void *arg) {
             pthread_mutex_unlock(&p->mu);
             timeout = busy ? 0 : spinning ? 1 : 1000;
         }
-        int n = epoll_wait(p->epfd, evs, 64, timeout);
+        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, timeout));
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
@@ -735,6 +796,7 @@ static void *progress_main(void *arg) {
         }
         if (p->nshm) service_shm(p, closed);
         pthread_mutex_unlock(&p->mu);
+        tick(p);
     }
     free(closed);
     return NULL;
@@ -771,8 +833,12 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     }
     g->p2p = p;
     if (g->world > 1) {
+        spmd__hb_ops ops = {.arg = p, .rx = hb_rx, .gone = hb_gone, .ping = hb_ping};
+        p->hb = spmd__hb_start(g, &ops);
+        p->next_tick = spmd__now_ms();
         int rc = pthread_create(&p->thread, NULL, progress_main, p);
         if (rc) {
+            spmd__hb_free(p->hb);
             g->p2p = NULL;
             close(p->epfd);
             close(p->evfd);
@@ -813,6 +879,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
     ssize_t r = write(p->evfd, &one, sizeof one);
     (void)r;
     if (p->running) pthread_join(p->thread, NULL);
+    spmd__hb_free(p->hb);
     pthread_mutex_lock(&p->mu);
     char msg[SPMD__ERRLEN];
     snprintf(msg, sizeof msg, "group %s destroyed while the operation was pending", g->name);

@@ -34,6 +34,8 @@ typedef struct {
      * step's number with another's hash */
     _Alignas(64) _Atomic uint64_t flag;
     _Alignas(64) _Atomic uint32_t sleepers; /* ranks waiting on our flag in futex */
+    /* heartbeats of this rank's progress thread, read by its peers (heartbeat.c) */
+    _Alignas(64) _Atomic uint64_t beat;
 } seg_header;
 
 typedef struct {
