@@ -5,16 +5,12 @@
  *   test_heartbeat            every case at worlds 2 and 4, tcp and shm
  *   test_heartbeat N          N rounds of random victims and points (the fault
  *                             suite's long mode; prints detection times) */
-#include <errno.h>
 #include <signal.h>
 #include <time.h>
 #include "harness.h"
+#include "mp/mp_fork.h"
 #include "common/common.h"
 #include "spmd/group.h"
-#include "spmd/store.h"
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define HB_MS 1000 /* SPMD_HEARTBEAT_TIMEOUT of these tests */
 
@@ -84,64 +80,27 @@ static int rank_main(const hb_case *c, int rank) {
     return 0;
 }
 
-/* Fork the store and the ranks; survivors must exit 0; the frozen victim is
- * killed once they are done.  Returns the number of failed ranks. */
+static int rank_entry(int idx, void *arg) {
+    const hb_case *c = arg;
+    setenv("SPMD_TRANSPORT", c->transport, 1);
+    setenv("SPMD_HEARTBEAT_TIMEOUT", "1", 1);
+    setenv("SPMD_LOG_LEVEL", "error", 1);
+    return rank_main(c, idx);
+}
+
+/* Survivors must exit 0; the frozen victim is killed once they are done.
+ * Returns the number of failed ranks. */
 static int run_case(const hb_case *c) {
-    spmd_store_server *srv = NULL;
-    char err[256];
-    if (spmd_store_server_open("127.0.0.1", 0, &srv, err, sizeof err)) {
-        fprintf(stderr, "store: %s\n", err);
-        return 1;
-    }
-    int port = spmd_store_server_port(srv);
-    fflush(NULL);
-    pid_t store_pid = fork();
-    if (store_pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(spmd_store_server_run(srv) == SPMD_OK ? 0 : 1);
-    }
-    spmd_store_server_forget(srv);
-    pid_t pids[16];
-    for (int r = 0; r < c->world; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            alarm(60);
-            char v[32];
-            snprintf(v, sizeof v, "%d", r);
-            setenv("RANK", v, 1);
-            snprintf(v, sizeof v, "%d", c->world);
-            setenv("WORLD_SIZE", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            snprintf(v, sizeof v, "%d", port);
-            setenv("MASTER_PORT", v, 1);
-            setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
-            setenv("SPMD_TRANSPORT", c->transport, 1);
-            setenv("SPMD_HEARTBEAT_TIMEOUT", "1", 1);
-            setenv("SPMD_LOG_LEVEL", "error", 1);
-            int rc = rank_main(c, r);
-            fflush(NULL);
-            _exit(rc);
-        }
-    }
+    int status[16];
+    int frozen = c->scenario == COMPUTE ? -1 : c->victim;
+    if (mp_fork_run_frozen(c->world, NULL, c->world, NULL, rank_entry, (void *)c, 60, frozen, status)) return 1;
     int failed = 0;
     for (int r = 0; r < c->world; r++) {
-        if (c->scenario != COMPUTE && r == c->victim) continue;
-        int st = 0;
-        while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
-        }
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "world %d %s victim %d scenario %d: rank %d failed (status 0x%x)\n", c->world,
-                    c->transport, c->victim, c->scenario, r, st);
-            failed++;
-        }
+        if (r == frozen || mp_exited_ok(status[r])) continue;
+        fprintf(stderr, "world %d %s victim %d scenario %d: rank %d failed (status 0x%x)\n", c->world, c->transport,
+                c->victim, c->scenario, r, status[r]);
+        failed++;
     }
-    if (c->scenario != COMPUTE) {
-        kill(pids[c->victim], SIGKILL);
-        waitpid(pids[c->victim], NULL, 0);
-    }
-    kill(store_pid, SIGKILL);
-    waitpid(store_pid, NULL, 0);
     return failed;
 }
 
