@@ -29,10 +29,12 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
     w->req.poll_peer = peer;
     w->req.tag = tag;
     w->req.dtype = (int)dt;
+    w->rec_ticket = spmd__rec_p2p_post(g->rec, kind == SPMD__W_SEND, peer, tag, w->req.len, (int)dt);
     char err[SPMD__ERRLEN];
     spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
                                           : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);
     if (st) {
+        spmd__rec_p2p_end(g->rec, w->rec_ticket, st);
         spmd__work_complete(w, st, NULL);
         spmd_work_free(w);
         return spmd__group_error(g, st, "%s", err);

@@ -1,0 +1,42 @@
+/* src/group/recorder.h — a group's flight recorder: its last operations in
+ * two ring buffers (collectives, point-to-point), filled as they are issued,
+ * started and finished, at the cost of a few stores and a coarse clock read
+ * each (docs/PERFORMANCE.md has the measurement).
+ *
+ * The record is written (flight_record.h's format) to
+ * $SPMD_RECORDER_DIR/<group>.<rank>.rec
+ *   - when the group fails, by the thread that records the failure, before
+ *     any waiter sees it (mesh.h's on_fail);
+ *   - when asked: spmd_request_record_dump() (async-signal-safe) or a new
+ *     generation number in $SPMD_RECORDER_DIR/request (how spmdrun relays
+ *     its SIGUSR1), noticed by the progress thread's tick; without
+ *     SPMD_RECORDER_DIR a requested record goes to stderr;
+ *   - by spmd_group_dump_record().
+ * The library installs no signal handler (docs/API.md).
+ */
+#ifndef SPMD_GROUP_RECORDER_H
+#define SPMD_GROUP_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "coll/coll.h"
+
+typedef struct spmd__rec spmd__rec;
+struct spmd_group;
+
+/* SPMD_RECORDER_ENTRIES (default 256 per ring, 0: off): NULL when off or out of memory. */
+spmd__rec *spmd__rec_new(void);
+void spmd__rec_free(spmd__rec *r);
+/* Hook the recorder into g's mesh (failure and tick); before the progress thread starts. */
+void spmd__rec_attach(struct spmd_group *g);
+
+/* Collectives, by their number a->seq: issued (queued, or running when it
+ * runs at once on the caller's thread), started, finished. */
+void spmd__rec_coll_issue(spmd__rec *r, const spmd__coll_args *a, int running);
+void spmd__rec_coll_start(spmd__rec *r, uint32_t seq);
+void spmd__rec_coll_end(spmd__rec *r, uint32_t seq, spmd_status st);
+/* Point-to-point: posted (returns the ticket to end it with), finished. */
+uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype);
+void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st);
+
+#endif
