@@ -19,13 +19,7 @@
 #include <string.h>
 #include "group/flight_record.h"
 
-#define REQUIRE_PROP(c)                                                         \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "property violated: %s (line %d)\n", #c, __LINE__); \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
+#include "fuzz/fuzz_prop.h"
 
 static int same_record(const spmd__flight_record *a, const spmd__flight_record *b) {
     if (strcmp(a->group, b->group) || a->rank != b->rank || a->world != b->world || a->pid != b->pid ||
