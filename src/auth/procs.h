@@ -12,6 +12,11 @@
  * before naming a root cause never blames the survivor. */
 int spmd__proc_exiting(pid_t pid);
 
+/* 1 when pid is stopped (SIGSTOP, SIGTSTP) or held by a debugger: its peers
+ * lose its heartbeat and exit with an error naming it, so a launcher that
+ * finds such a worker when the first failure comes names it instead. */
+int spmd__proc_stopped(pid_t pid);
+
 /* SIGKILL every process of this user whose environment holds `entry`
  * ("NAME=value", exactly), except `skip1`, `skip2` and the caller.  Returns
  * how many were signalled; call until it returns 0 (a process may fork while

@@ -2,6 +2,11 @@
  *   FAULT_MODE=kill    all_reduce FAULT_ITERS times (FAULT_BYTES each); rank
  *                      FAULT_VICTIM SIGKILLs itself before iteration FAULT_AT.
  *                      A survivor whose collective fails exits 3.
+ *   FAULT_MODE=stop    the same, but the victim SIGSTOPs itself (frozen).
+ *   FAULT_MODE=skip    the same, but the victim skips that all_reduce: it
+ *                      prints "skipping all_reduce <it>" and waits in a
+ *                      receive nobody sends (a hang, as a rank-dependent bug
+ *                      makes one).
  *   FAULT_MODE=orphan  start a grandchild in its own session (setsid) that
  *                      sleeps, write its pid to FAULT_DIR/<rank>.pid, then
  *                      exit 0 (FAULT_HANG unset) or wait forever.
@@ -69,7 +74,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "intruder")) return intruder();
     if (!strcmp(mode, "orphan")) return orphan();
     spmd_group_opts o = SPMD_GROUP_OPTS_DEFAULT;
-    o.timeout_ms = 60000;
+    o.timeout_ms = getenv("SPMD_TIMEOUT") ? 0 : 60000; /* SPMD_TIMEOUT wins when set */
     spmd_group *g = NULL;
     char err[512];
     if (spmd_group_init(&o, &g, err, sizeof err) != SPMD_OK) {
@@ -95,7 +100,19 @@ int main(int argc, char **argv) {
     int32_t *v = malloc(n * sizeof *v);
     if (!v) return 1;
     for (int it = 0; it < iters; it++) {
-        if (rank == victim && it == at) raise(SIGKILL);
+        if (rank == victim && it == at) {
+            if (!strcmp(mode, "stop")) raise(SIGSTOP);
+            else if (!strcmp(mode, "skip")) {
+                printf("skipping all_reduce %d\n", it);
+                fflush(stdout);
+                int32_t never;
+                spmd_status st = spmd_recv(g, &never, 1, SPMD_I32, (rank + 1) % world, 99, NULL);
+                fprintf(stderr, "rank %d: the receive ended: %s\n", rank, st ? spmd_group_errmsg(g) : "ok");
+                return 3;
+            } else {
+                raise(SIGKILL);
+            }
+        }
         for (size_t i = 0; i < n; i++) v[i] = rank + 1;
         if (spmd_all_reduce(g, v, v, n, SPMD_I32, SPMD_SUM) != SPMD_OK) {
             fprintf(stderr, "rank %d: all_reduce %d failed: %s\n", rank, it, spmd_group_errmsg(g));

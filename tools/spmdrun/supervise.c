@@ -8,10 +8,12 @@
  * the rendezvous tick.
  *
  * The first failure (non-zero exit or a signal) ends the attempt: every other
- * worker's group gets SIGTERM, and SIGKILL when the grace period is over.  A
- * stop signal to spmdrun is forwarded the same way; a second one goes
- * straight to SIGKILL.  The attempt is over once every worker is reaped and
- * its pipes are drained.
+ * worker's group gets SIGTERM (and SIGCONT, so a stopped one acts on it), and
+ * SIGKILL when the grace period is over.  A stop signal to spmdrun is
+ * forwarded the same way; a second one goes straight to SIGKILL.  SIGUSR1
+ * asks the workers for their flight records (flight.c) and prints what they
+ * say, without stopping anything.  The attempt is over once every worker is
+ * reaped and its pipes are drained.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,6 +61,7 @@ typedef struct {
     int killed;          /* SIGKILL already sent */
     sr_attempt_result result;
     int root;            /* index of the first failure, -1 none */
+    int root_stopped;    /* the root cause is a worker that was stopped, not one that exited */
     int *others;         /* indices of other failures */
     int nothers, others_cap;
 } attempt;
@@ -74,6 +77,7 @@ int sr_agent_poll_signals(sr_agent *a) {
             if (a->stop_signal) a->stop_count++;
             else a->stop_signal = sig;
         }
+        if (sig == SIGUSR1) a->dump_asked++;
     }
     return a->stop_signal;
 }
@@ -136,8 +140,11 @@ static void child_exec(const sr_agent *a, worker *w, pid_t parent, int out_w, in
 }
 
 static void signal_groups(attempt *at, int sig) {
-    for (int i = 0; i < at->n; i++)
-        if (at->w[i].running && at->w[i].pid > 0) kill(-at->w[i].pid, sig);
+    for (int i = 0; i < at->n; i++) {
+        if (!at->w[i].running || at->w[i].pid <= 0) continue;
+        kill(-at->w[i].pid, sig);
+        if (sig != SIGKILL) kill(-at->w[i].pid, SIGCONT); /* a stopped worker acts on it now */
+    }
 }
 
 static void begin_stop(attempt *at, sr_attempt_result why, int sig) {
@@ -162,6 +169,10 @@ static void fill_failure(const attempt *at, const worker *w, sr_failure *f) {
     } else {
         f->exit_code = WEXITSTATUS(w->status);
     }
+    f->stopped = at->root_stopped && w == &at->w[at->root];
+    if (f->stopped)
+        snprintf(f->note, sizeof f->note, "the other ranks lost its heartbeat; spmdrun ended it (%s)",
+                 f->signo ? sr_signal_name(f->signo) : "exit");
     snprintf(f->when, sizeof f->when, "%s", w->when);
     snprintf(f->host, sizeof f->host, "%s", at->a->host);
     sr_stream_tail(&w->err, SR_TAIL_LINES, "    ", f->tail, sizeof f->tail);
@@ -218,6 +229,15 @@ static void reap(attempt *at) {
                 break;
             }
     }
+    /* Nobody died by a signal: a worker that is stopped is what the others
+     * gave up on (their heartbeat error names it). */
+    if (!WIFSIGNALED(at->w[root].status))
+        for (int i = 0; i < at->n; i++)
+            if (at->w[i].running && spmd__proc_stopped(at->w[i].pid)) {
+                root = i;
+                at->root_stopped = 1;
+                break;
+            }
     at->root = root;
     for (int k = 0; k < nb; k++)
         if (batch[k] != root && at->nothers < at->others_cap) at->others[at->nothers++] = batch[k];
@@ -346,7 +366,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         w->rank = as->rank_offset + i;
         w->exec_fd = -1;
         w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
-        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) ||
+        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) || sr_flight_env(a, &w->env) < 0 ||
             !(w->argv = sr_argv_build(a->cfg, i))) {
             snprintf(spawn_err, sizeof spawn_err, "out of memory");
             break;
@@ -359,6 +379,11 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     }
 
     int64_t next_tick = tick ? spmd__now_ms() + a->cfg->monitor_interval_ms : -1;
+    /* a SIGUSR1's request for flight records: look every 100 ms for the
+     * answers, print them all or what came within the deadline */
+    int dumps_seen = a->dump_asked;
+    uint64_t dump_gen = 0;
+    int64_t dump_look = -1, dump_deadline = -1;
     for (;;) {
         int live = 0, open_streams = 0;
         for (int i = 0; i < at.n; i++) {
@@ -371,6 +396,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         int64_t wake = -1;
 #define SOONER(t) do { if ((t) >= 0 && (wake < 0 || (t) < wake)) wake = (t); } while (0)
         if (at.ph == RUNNING) SOONER(next_tick);
+        SOONER(dump_look);
         if (at.ph == STOPPING && !at.killed) SOONER(at.kill_at_ms);
         int np = 0;
         pfd[np] = (struct pollfd){.fd = a->sigfd, .events = POLLIN, .revents = 0};
@@ -432,6 +458,21 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                 if (s[k]->fd >= 0 && s[k]->eof_deadline_ms >= 0 && now >= s[k]->eof_deadline_ms)
                     sr_stream_close(s[k]);
         }
+        if (a->dump_asked != dumps_seen && at.ph == RUNNING) {
+            dumps_seen = a->dump_asked;
+            dump_gen = sr_flight_request(a);
+            fprintf(stderr, "spmdrun: SIGUSR1: asking the workers for their flight records\n");
+            dump_deadline = now + 3000;
+            dump_look = now + 100;
+        }
+        if (dump_look >= 0 && now >= dump_look) {
+            if (now >= dump_deadline || sr_flight_answered(a, dump_gen) >= at.n) {
+                sr_flight_report(a, "on SIGUSR1 (the job goes on)", dump_gen);
+                dump_look = -1;
+            } else {
+                dump_look = now + 100;
+            }
+        }
         if (at.ph == RUNNING && tick && now >= next_tick) {
             char terr[512] = "";
             int t = tick(tick_arg, terr, sizeof terr);
@@ -447,7 +488,10 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     if (at.root >= 0) fill_failure(&at, &at.w[at.root], fail);
     for (int k = 0; k < at.nothers; k++) {
         fill_failure(&at, &at.w[at.others[k]], &others[k]);
-        if (fail->valid && !others[k].signo)
+        if (fail->valid && fail->stopped && !others[k].signo)
+            snprintf(others[k].note, sizeof others[k].note,
+                     "exited after rank %d stopped responding - not the root cause", fail->rank);
+        else if (fail->valid && !others[k].signo)
             snprintf(others[k].note, sizeof others[k].note,
                      "exited after rank %d %s (%s) - not the root cause", fail->rank,
                      fail->signo ? "died" : "failed",
