@@ -12,7 +12,7 @@
  *   pid 4242
  *   host node7
  *   time 1712345678.123456    wall clock when written (s)
- *   reason failure            failure | request | call
+ *   reason failure            failure | timeout | request | call
  *   request 3                 the dump request answered (0: none)
  *   issued 457                collectives issued so far
  *   status -3                 the group's failure (0: none)

@@ -55,8 +55,10 @@ spmd_status spmd_irecv(spmd_group *g, void *buf, size_t count, spmd_dtype dt, in
 
 static spmd_status finish(spmd_group *g, spmd_work *w, const char *what, int peer, int *source) {
     spmd_status st = spmd_work_wait(w, -1);
-    if (st == SPMD_ERR_TIMEOUT)
+    if (st == SPMD_ERR_TIMEOUT) {
         spmd__group_error(g, st, "%s with rank %d: no progress within %d ms", what, peer, g->timeout_ms);
+        spmd__rec_timeout(g, spmd_group_errmsg(g));
+    }
     else if (st)
         spmd__group_error(g, st, "%s", spmd_work_errmsg(w));
     if (!st && source) *source = spmd_work_source(w);

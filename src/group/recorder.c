@@ -345,6 +345,13 @@ static void on_tick(void *arg) {
         SPMD_LOGW("rank %d: %s", g->rank, err);
 }
 
+void spmd__rec_timeout(spmd_group *g, const char *msg) {
+    if (!g->rec || !g->rec->dir[0]) return;
+    char path[1200], err[SPMD__ERRLEN];
+    default_path(g, g->rec->dir, path, sizeof path);
+    if (write_record(g, path, "timeout", 0, 0, -1, msg, err, sizeof err)) SPMD_LOGW("rank %d: %s", g->rank, err);
+}
+
 void spmd__rec_attach(spmd_group *g) {
     if (!g->rec) return;
     g->t.on_fail = on_fail;

@@ -6,7 +6,8 @@
  * The record is written (flight_record.h's format) to
  * $SPMD_RECORDER_DIR/<group>.<rank>.rec
  *   - when the group fails, by the thread that records the failure, before
- *     any waiter sees it (mesh.h's on_fail);
+ *     any waiter sees it (mesh.h's on_fail), and when a blocking p2p call
+ *     times out (which leaves the group usable);
  *   - when asked: spmd_request_record_dump() (async-signal-safe) or a new
  *     generation number in $SPMD_RECORDER_DIR/request (how spmdrun relays
  *     its SIGUSR1), noticed by the progress thread's tick; without
@@ -29,6 +30,9 @@ spmd__rec *spmd__rec_new(void);
 void spmd__rec_free(spmd__rec *r);
 /* Hook the recorder into g's mesh (failure and tick); before the progress thread starts. */
 void spmd__rec_attach(struct spmd_group *g);
+/* A blocking call timed out without failing the group (a p2p call): write
+ * the record too (reason "timeout", msg as its error, status 0). */
+void spmd__rec_timeout(struct spmd_group *g, const char *msg);
 
 /* Collectives, by their number a->seq: issued (queued, or running when it
  * runs at once on the caller's thread), started, finished. */

@@ -268,6 +268,16 @@ static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uin
 
 static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg);
 
+/* A connection that ended because its link stopped carrying packets (the
+ * kernel's keepalive or retransmission gave up, or the route went away),
+ * not because the peer closed it. */
+static int link_lost(const char *why) {
+    static const int codes[] = {ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ENETDOWN};
+    for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++)
+        if (!strcmp(why, strerror(codes[k]))) return 1;
+    return 0;
+}
+
 static void peer_died(spmd__p2p *p, int i, const char *why) {
     peer *pe = &p->peers[i];
     if (pe->dead) return;
@@ -275,8 +285,8 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     if (!pe->left) {
         /* Record the group's failure before anyone can see this peer as
          * merely gone, so every caller gets the real cause. */
-        if (!strcmp(why, strerror(ETIMEDOUT)))
-            snprintf(msg, sizeof msg, "rank %d stopped answering: its connection timed out (link down?)", i);
+        if (link_lost(why))
+            snprintf(msg, sizeof msg, "rank %d is unreachable (%s: is the link down?)", i, why);
         else
             snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
         int first = spmd__mesh_mark_failed_by(p->m, SPMD_ERR_REMOTE, i, msg);

@@ -7,6 +7,10 @@
  *                      prints "skipping all_reduce <it>" and waits in a
  *                      receive nobody sends (a hang, as a rank-dependent bug
  *                      makes one).
+ *   FAULT_MODE=idle    after a barrier rank 0 prints "ready"; every rank then
+ *                      waits in a receive nobody sends (nobody waits on any
+ *                      particular peer) until the group fails, prints
+ *                      "rank R failed after N ms: <message>" and exits 3.
  *   FAULT_MODE=orphan  start a grandchild in its own session (setsid) that
  *                      sleeps, write its pid to FAULT_DIR/<rank>.pid, then
  *                      exit 0 (FAULT_HANG unset) or wait forever.
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "spmd/group.h"
@@ -69,6 +74,28 @@ static int intruder(void) {
     return 0;
 }
 
+static int idle(spmd_group *g) {
+    int rank = spmd_group_rank(g);
+    if (spmd_barrier(g) != SPMD_OK) {
+        fprintf(stderr, "rank %d: barrier failed: %s\n", rank, spmd_group_errmsg(g));
+        return 1;
+    }
+    if (rank == 0) {
+        printf("ready\n");
+        fflush(stdout);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int32_t never;
+    spmd_status st = spmd_recv(g, &never, 1, SPMD_I32, SPMD_ANY_SOURCE, 77, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    printf("rank %d failed after %ld ms: %s\n", rank, ms, st ? spmd_group_errmsg(g) : "(no error)");
+    fflush(stdout);
+    spmd_group_destroy(g);
+    return 3;
+}
+
 int main(int argc, char **argv) {
     const char *mode = getenv("FAULT_MODE") ? getenv("FAULT_MODE") : "kill";
     if (argc > 1 && !strcmp(argv[1], "intruder")) return intruder();
@@ -82,6 +109,7 @@ int main(int argc, char **argv) {
         return 3;
     }
     int rank = spmd_group_rank(g), world = spmd_group_size(g);
+    if (!strcmp(mode, "idle")) return idle(g);
     if (!strcmp(mode, "intrude") && rank == 0) {
         pid_t pid = fork();
         if (pid == 0) {
