@@ -13,32 +13,8 @@ WORKER=$1 ROUNDS=${2:-1}
 . "$(dirname "$0")/../launcher/lib.sh"
 HB=2 # SPMD_HEARTBEAT_TIMEOUT, seconds
 
-command -v ip >/dev/null 2>&1 || { echo "SKIP: no 'ip' command (iproute2)"; exit 77; }
-# Namespaces left by a run that was SIGKILLed: named after a dead pid.
-for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(spmdl[0-9]*\)[ab].*/\1/p' | sort -u); do
-    kill -0 "${ns#spmdl}" 2>/dev/null || { ip netns del "${ns}a"; ip netns del "${ns}b"; } 2>/dev/null
-done
-NS0=spmdl$$a NS1=spmdl$$b V0=spl$$a V1=spl$$b A0=10.232.0.1 A1=10.232.0.2
-cleanup() {
-    ip netns del "$NS0" 2>/dev/null
-    ip netns del "$NS1" 2>/dev/null
-    ip link del "$V0" 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-if ! ip netns add "$NS0" 2>"$TMP/ip.err"; then
-    echo "SKIP: 'ip netns add' is not permitted here: $(cat "$TMP/ip.err")"
-    exit 77
-fi
-ip netns add "$NS1" || exit 1
-if ! ip link add "$V0" type veth peer name "$V1" 2>"$TMP/ip.err"; then
-    echo "SKIP: cannot create a veth pair: $(cat "$TMP/ip.err")"
-    exit 77
-fi
-ip link set "$V0" netns "$NS0" && ip link set "$V1" netns "$NS1" &&
-    ip -n "$NS0" addr add $A0/24 dev "$V0" && ip -n "$NS1" addr add $A1/24 dev "$V1" &&
-    ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up || { fail "namespace setup"; finish; }
+A0=10.232.0.1 A1=10.232.0.2
+netns_pair l $A0 $A1
 SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
 
 # one_case WORLD TRANSPORT PORT
