@@ -3,3 +3,8 @@
 # a forced hang and its SIGUSR1 dump (launcher).  The parser's fuzz harness is
 # in fuzz.cmake.
 spmd_test(test_flight_record SOURCES unit/test_flight_record.c LABELS unit TIMEOUT 30)
+# What the recorder adds to one operation, without network noise (docs/PERFORMANCE.md).
+add_executable(recorder_cost ${PROJECT_SOURCE_DIR}/bench/recorder_cost.c)
+target_include_directories(recorder_cost PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(recorder_cost PRIVATE spmd_static)
+set_target_properties(recorder_cost PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)

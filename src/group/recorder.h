@@ -1,7 +1,7 @@
 /* src/group/recorder.h — a group's flight recorder: its last operations in
  * two ring buffers (collectives, point-to-point), filled as they are issued,
- * started and finished, at the cost of a few stores and a coarse clock read
- * each (docs/PERFORMANCE.md has the measurement).
+ * started and finished, at the cost of a few stores each (times come from the
+ * progress thread's clock; docs/PERFORMANCE.md has the measurement).
  *
  * The record is written (flight_record.h's format) to
  * $SPMD_RECORDER_DIR/<group>.<rank>.rec
@@ -18,6 +18,7 @@
 #ifndef SPMD_GROUP_RECORDER_H
 #define SPMD_GROUP_RECORDER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "coll/coll.h"
@@ -28,7 +29,11 @@ struct spmd_group;
 /* SPMD_RECORDER_ENTRIES (default 256 per ring, 0: off): NULL when off or out of memory. */
 spmd__rec *spmd__rec_new(void);
 void spmd__rec_free(spmd__rec *r);
-/* Hook the recorder into g's mesh (failure and tick); before the progress thread starts. */
+/* Take times from *clock (CLOCK_MONOTONIC ms kept fresh by someone else)
+ * instead of reading a clock; NULL: read one. */
+void spmd__rec_set_clock(spmd__rec *r, _Atomic int64_t *clock);
+/* Hook the recorder into g's mesh (failure and tick, its progress thread's
+ * clock); before the progress thread starts. */
 void spmd__rec_attach(struct spmd_group *g);
 /* A blocking call timed out without failing the group (a p2p call): write
  * the record too (reason "timeout", msg as its error, status 0). */

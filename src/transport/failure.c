@@ -20,6 +20,7 @@ spmd_status spmd__mesh_init(spmd__mesh *m, int rank, int world) {
     m->local_world = 1;
     m->fail_eventfd = -1;
     m->fail_culprit = -1;
+    atomic_store(&m->clock_ms, spmd__now_ms());
     pthread_mutex_init(&m->fail_mu, NULL);
     for (int c = 0; c < SPMD__NCHAN; c++) {
         m->fd[c] = malloc(sizeof(int) * (size_t)world);

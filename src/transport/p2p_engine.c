@@ -735,15 +735,18 @@ static void peer_silent(spmd__p2p *p, int i, const char *msg) {
     fail_everything(p, SPMD_ERR_REMOTE, msg);
 }
 
-/* How long the progress thread may sleep before its next tick. */
+/* How long the progress thread may sleep before its next tick (and before
+ * its clock, mesh.h's clock_ms, gets too old). */
 static int until_tick(const spmd__p2p *p, int timeout) {
     int64_t left = p->next_tick - spmd__now_ms();
     if (left < 0) left = 0;
+    if (left > SPMD__MESH_CLOCK_MS) left = SPMD__MESH_CLOCK_MS;
     return left < timeout ? (int)left : timeout;
 }
 
 static void tick(spmd__p2p *p) {
     int64_t now = spmd__now_ms();
+    atomic_store_explicit(&p->m->clock_ms, now, memory_order_relaxed);
     if (now < p->next_tick) return;
     if (p->hb) {
         char msg[SPMD__ERRLEN];
