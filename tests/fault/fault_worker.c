@@ -136,6 +136,8 @@ int main(int argc, char **argv) {
                 int32_t never;
                 spmd_status st = spmd_recv(g, &never, 1, SPMD_I32, (rank + 1) % world, 99, NULL);
                 fprintf(stderr, "rank %d: the receive ended: %s\n", rank, st ? spmd_group_errmsg(g) : "ok");
+                free(v);
+                spmd_group_destroy(g);
                 return 3;
             } else {
                 raise(SIGKILL);
@@ -144,6 +146,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) v[i] = rank + 1;
         if (spmd_all_reduce(g, v, v, n, SPMD_I32, SPMD_SUM) != SPMD_OK) {
             fprintf(stderr, "rank %d: all_reduce %d failed: %s\n", rank, it, spmd_group_errmsg(g));
+            free(v);
+            spmd_group_destroy(g);
             return 3; /* the group failed: not the root cause */
         }
         if (v[0] != world * (world + 1) / 2 || v[n - 1] != v[0]) {
