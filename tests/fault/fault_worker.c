@@ -6,7 +6,7 @@
  *   FAULT_MODE=skip    the same, but the victim skips that all_reduce: it
  *                      prints "skipping all_reduce <it>" and waits in a
  *                      receive nobody sends (a hang, as a rank-dependent bug
- *                      makes one).
+ *                      makes one) until the group fails.
  *   FAULT_MODE=idle    after a barrier rank 0 prints "ready"; every rank then
  *                      waits in a receive nobody sends (nobody waits on any
  *                      particular peer) until the group fails, prints
@@ -133,9 +133,15 @@ int main(int argc, char **argv) {
             else if (!strcmp(mode, "skip")) {
                 printf("skipping all_reduce %d\n", it);
                 fflush(stdout);
+                /* waits longer than the others' collective: their timeout
+                 * fails the group, which ends this receive */
                 int32_t never;
-                spmd_status st = spmd_recv(g, &never, 1, SPMD_I32, (rank + 1) % world, 99, NULL);
-                fprintf(stderr, "rank %d: the receive ended: %s\n", rank, st ? spmd_group_errmsg(g) : "ok");
+                spmd_work *w = NULL;
+                spmd_status st = spmd_irecv(g, &never, 1, SPMD_I32, (rank + 1) % world, 99, &w);
+                if (!st) st = spmd_work_wait(w, 1 << 30);
+                fprintf(stderr, "rank %d: the receive ended: %s\n", rank,
+                        st ? (w ? spmd_work_errmsg(w) : spmd_group_errmsg(g)) : "ok");
+                spmd_work_free(w);
                 free(v);
                 spmd_group_destroy(g);
                 return 3;

@@ -24,12 +24,12 @@ read_until 3 "$TMP/usr1.out" 1 "skipping all_reduce 3"
 drain 3 "$TMP/usr1.out"
 D3=$!
 # The others enter all_reduce #4 right after rank 2 printed: ask until the
-# records show them inside (each answer is one "group default" line).
+# records show them inside (spmdrun answers each SIGUSR1 with one report).
 k=0
 while [ $k -lt 20 ]; do
     k=$((k + 1))
     kill -USR1 $JOB
-    read_until 4 "$TMP/usr1.err" $k "^  group default (4 ranks)"
+    read_until 4 "$TMP/usr1.err" $k "on SIGUSR1 (the job goes on)"
     grep -Fq "$WAITING" "$TMP/usr1.err" && break
 done
 expect_text "$TMP/usr1.err" "$MISSING"

@@ -168,6 +168,21 @@ int sr_flight_answered(const sr_agent *a, uint64_t gen) {
     return n;
 }
 
+int sr_flight_missing(const sr_agent *a, const pid_t *pids, int n) {
+    if (!a->flight_dir[0]) return -1;
+    spmd__flight_record *r = calloc(MAX_RECORDS, sizeof *r);
+    if (!r) return -1;
+    int nr = load(a, 0, r, MAX_RECORDS, 0), missing = 0;
+    for (int k = 0; k < n; k++) {
+        int has = 0;
+        for (int i = 0; i < nr && !has; i++)
+            has = r[i].pid == (long)pids[k] && (!strcmp(r[i].reason, "failure") || !strcmp(r[i].reason, "timeout"));
+        missing += !has;
+    }
+    free_all(r, nr);
+    return nr ? missing : -1;
+}
+
 void sr_flight_report(const sr_agent *a, const char *why, uint64_t gen) {
     if (!a->flight_dir[0]) return;
     spmd__flight_record *r = calloc(MAX_RECORDS, sizeof *r);

@@ -181,6 +181,9 @@ int sr_flight_env(const sr_agent *a, char ***env);
 uint64_t sr_flight_request(sr_agent *a);
 /* How many records answer request `gen`. */
 int sr_flight_answered(const sr_agent *a, uint64_t gen);
+/* After a failure: how many of these running workers have written no record
+ * of a failure or timeout yet (0: all have; -1: nobody wrote any record). */
+int sr_flight_missing(const sr_agent *a, const pid_t *pids, int n);
 /* Print the diagnosis of this attempt's records (those answering `gen` when
  * gen > 0) to stderr, after "spmdrun: <why>". */
 void sr_flight_report(const sr_agent *a, const char *why, uint64_t gen);

@@ -36,6 +36,10 @@
 /* After its exit, how long a worker's pipes may stay open (a descendant that
  * escaped the process group holds them). */
 #define EOF_GRACE_MS 2000
+/* After the first failure, how long the other workers may take to write
+ * their flight records (their groups fail within milliseconds) before
+ * SIGTERM, when the job keeps records at all. */
+#define RECORD_GRACE_MS 3000
 
 typedef struct {
     int local_rank, rank;
@@ -58,6 +62,7 @@ typedef struct {
     int n;
     phase ph;
     int64_t kill_at_ms;  /* SIGKILL deadline while STOPPING, -1 none */
+    int64_t term_at_ms;  /* SIGTERM deferred until then for the flight records, -1 none */
     int killed;          /* SIGKILL already sent */
     sr_attempt_result result;
     int root;            /* index of the first failure, -1 none */
@@ -155,6 +160,30 @@ static void begin_stop(attempt *at, sr_attempt_result why, int sig) {
     at->kill_at_ms = spmd__now_ms() + at->a->cfg->grace_ms;
 }
 
+/* The first failure ends the attempt, but the other workers' groups are
+ * failing too and each writes its flight record as it notices: SIGTERM
+ * waits until every running worker has one, RECORD_GRACE_MS at most (not at
+ * all when nobody wrote a record: the job keeps none). */
+static void begin_failed_stop(attempt *at) {
+    if (at->ph == STOPPING) return;
+    at->ph = STOPPING;
+    at->result = SR_ATTEMPT_FAILED;
+    at->term_at_ms = spmd__now_ms() + RECORD_GRACE_MS;
+}
+
+/* Send the deferred SIGTERM when the records are in or the grace is over. */
+static void maybe_term(attempt *at, int64_t now) {
+    if (at->term_at_ms < 0) return;
+    pid_t running[at->n > 0 ? at->n : 1];
+    int nr = 0;
+    for (int i = 0; i < at->n; i++)
+        if (at->w[i].running) running[nr++] = at->w[i].pid;
+    if (now < at->term_at_ms && nr && sr_flight_missing(at->a, running, nr) > 0) return;
+    at->term_at_ms = -1;
+    signal_groups(at, SIGTERM);
+    at->kill_at_ms = now + at->a->cfg->grace_ms;
+}
+
 static int failed_status(int st) { return !(WIFEXITED(st) && WEXITSTATUS(st) == 0); }
 
 static void fill_failure(const attempt *at, const worker *w, sr_failure *f) {
@@ -241,7 +270,7 @@ static void reap(attempt *at) {
     at->root = root;
     for (int k = 0; k < nb; k++)
         if (batch[k] != root && at->nothers < at->others_cap) at->others[at->nothers++] = batch[k];
-    begin_stop(at, SR_ATTEMPT_FAILED, SIGTERM);
+    begin_failed_stop(at);
 }
 
 static int spawn_all(attempt *at, char *err, size_t errlen) {
@@ -343,7 +372,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                                void *tick_arg, sr_failure *fail, sr_failure *others,
                                int nothers_cap, int *nothers, char *err, size_t errlen) {
     attempt at = {.a = a, .as = as, .n = as->local_world_size, .ph = RUNNING,
-                  .kill_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
+                  .kill_at_ms = -1, .term_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
                   .nothers = 0, .others_cap = nothers_cap};
     memset(fail, 0, sizeof *fail);
     *nothers = 0;
@@ -398,6 +427,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         if (at.ph == RUNNING) SOONER(next_tick);
         SOONER(dump_look);
         if (at.ph == STOPPING && !at.killed) SOONER(at.kill_at_ms);
+        if (at.term_at_ms >= 0) SOONER(now + 20); /* look for the records again */
         int np = 0;
         pfd[np] = (struct pollfd){.fd = a->sigfd, .events = POLLIN, .revents = 0};
         pmap[np++] = -1;
@@ -440,7 +470,13 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             sr_agent_poll_signals(a);
             if (a->stop_signal && !before) {
                 if (at.ph == RUNNING) begin_stop(&at, SR_ATTEMPT_INTERRUPTED, a->stop_signal);
-                else signal_groups(&at, a->stop_signal); /* already stopping: pass it on */
+                else { /* already stopping: pass it on, records or not */
+                    signal_groups(&at, a->stop_signal);
+                    if (at.term_at_ms >= 0) {
+                        at.term_at_ms = -1;
+                        at.kill_at_ms = spmd__now_ms() + a->cfg->grace_ms;
+                    }
+                }
             } else if (a->stop_count > count && !at.killed) {
                 signal_groups(&at, SIGKILL); /* asked twice: no more grace */
                 at.killed = 1;
@@ -448,7 +484,8 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             reap(&at);
         }
         now = spmd__now_ms();
-        if (at.ph == STOPPING && !at.killed && now >= at.kill_at_ms) {
+        maybe_term(&at, now);
+        if (at.ph == STOPPING && !at.killed && at.kill_at_ms >= 0 && now >= at.kill_at_ms) {
             signal_groups(&at, SIGKILL);
             at.killed = 1;
         }
