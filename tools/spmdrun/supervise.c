@@ -176,8 +176,8 @@ static void maybe_term(attempt *at, int64_t now) {
     if (at->term_at_ms < 0) return;
     pid_t running[at->n > 0 ? at->n : 1];
     int nr = 0;
-    for (int i = 0; i < at->n; i++)
-        if (at->w[i].running) running[nr++] = at->w[i].pid;
+    for (int i = 0; i < at->n; i++) /* a stopped worker writes nothing: not worth waiting for */
+        if (at->w[i].running && !spmd__proc_stopped(at->w[i].pid)) running[nr++] = at->w[i].pid;
     if (now < at->term_at_ms && nr && sr_flight_missing(at->a, running, nr) > 0) return;
     at->term_at_ms = -1;
     signal_groups(at, SIGTERM);
