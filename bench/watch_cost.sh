@@ -7,8 +7,12 @@
 #     (the small-message latency of bench/compare.sh's spmd part)
 #   - ddp_bench.sh's spmd DDP runs: spmdrun -n 2 spmd-train (shared gradients)
 #     and --no-shared-grads (every bucket through the group's all_reduce)
-# Prints per configuration the median of on and of off, and the median of the
-# per-round ratios on/off (time: above 1 means on is slower; samples/s: below 1).
+#   - an idle group (bench/idle_cost): CPU per second while nobody calls it
+# Prints per configuration the median and the best (min time, max samples/s)
+# of on and of off, the ratio of the bests (other work on the machine only
+# ever adds time, so the best runs are the least disturbed), and the median of
+# the per-round ratios on/off (time: above 1 means on is slower; samples/s:
+# below 1).
 set -u
 B=${1:-build}
 ROUNDS=${2:-10}
@@ -54,7 +58,9 @@ done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-printf "%-36s %12s %12s %16s %s\n" configuration on off "on/off (median)" "per-round ratios"
+best() { case $2 in ddp*) sort -g "$1" | tail -1 ;; *) sort -g "$1" | head -1 ;; esac; }
+printf "%-36s %18s %18s %10s %12s %s\n" configuration "on: median best" "off: median best" "best on/off" \
+    "median ratio" "per-round ratios"
 for name in ar_auto ar_tcp pp_auto pp_tcp ddp ddp_allred; do
     case $name in
     ar_auto) label="all_reduce 4 B, shm (us)" ;;
@@ -65,6 +71,14 @@ for name in ar_auto ar_tcp pp_auto pp_tcp ddp ddp_allred; do
     ddp_allred) label="DDP --no-shared-grads (samples/s)" ;;
     esac
     paste "$TMP/$name.on" "$TMP/$name.off" | awk '$1 > 0 && $2 > 0 {printf "%.3f\n", $1 / $2}' >"$TMP/$name.ratio"
-    printf "%-36s %12s %12s %16s %s\n" "$label" "$(median "$TMP/$name.on")" "$(median "$TMP/$name.off")" \
+    bon=$(best "$TMP/$name.on" $name) boff=$(best "$TMP/$name.off" $name)
+    printf "%-36s %9s %8s %9s %8s %10s %12s %s\n" "$label" "$(median "$TMP/$name.on")" "$bon" \
+        "$(median "$TMP/$name.off")" "$boff" "$(awk "BEGIN {printf \"%.3f\", $bon / $boff}")" \
         "$(median "$TMP/$name.ratio")" "$(sort -g "$TMP/$name.ratio" | paste -sd' ')"
+done
+# An idle group: CPU its processes use per second while nobody calls it.
+echo "# idle group of 2 ranks for 5 s (bench/idle_cost), CPU per idle second, on then off:"
+for m in on off; do
+    if [ $m = off ]; then set -- env $OFF; else set --; fi
+    printf "%-4s %s\n" $m "$("$@" "$B/bench/idle_cost" 5 | sed 's/ of CPU per idle second//' | sort | paste -sd' ')"
 done

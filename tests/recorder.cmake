@@ -9,3 +9,7 @@ target_include_directories(recorder_cost PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(recorder_cost PRIVATE spmd_static)
 set_target_properties(recorder_cost PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
 spmd_test(test_recorder SOURCES mp/test_recorder.c LABELS mp TIMEOUT 120)
+# What an idle group's progress thread costs (ticks, heartbeats), with both on and off.
+add_executable(idle_cost ${PROJECT_SOURCE_DIR}/bench/idle_cost.c)
+target_link_libraries(idle_cost PRIVATE spmd_static)
+set_target_properties(idle_cost PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)

@@ -366,7 +366,10 @@ void spmd__rec_timeout(spmd_group *g, const char *msg) {
 
 void spmd__rec_attach(spmd_group *g) {
     if (!g->rec) return;
-    if (g->world > 1) spmd__rec_set_clock(g->rec, &g->t.clock_ms);
+    if (g->world > 1) {
+        g->t.clock_wanted = 1;
+        spmd__rec_set_clock(g->rec, &g->t.clock_ms);
+    }
     g->t.on_fail = on_fail;
     g->t.on_tick = on_tick;
     g->t.hook_arg = g;

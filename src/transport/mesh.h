@@ -82,10 +82,12 @@ typedef struct spmd__mesh {
     void (*on_fail)(void *arg, spmd_status st, int culprit, const char *msg);
     void (*on_tick)(void *arg);
     void *hook_arg;
-    /* CLOCK_MONOTONIC in ms as the progress thread last read it: at most
-     * about SPMD__MESH_CLOCK_MS old while the thread runs (a clock for the
-     * flight recorder that costs a load instead of a clock_gettime) */
+    /* CLOCK_MONOTONIC in ms as the progress thread last read it: when
+     * clock_wanted (set before the thread starts), at most about
+     * SPMD__MESH_CLOCK_MS old while the thread runs (a clock for the flight
+     * recorder that costs a load instead of a clock_gettime) */
     _Atomic int64_t clock_ms;
+    int clock_wanted;
 } spmd__mesh;
 
 #define SPMD__MESH_CLOCK_MS 100

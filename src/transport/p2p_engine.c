@@ -740,7 +740,7 @@ static void peer_silent(spmd__p2p *p, int i, const char *msg) {
 static int until_tick(const spmd__p2p *p, int timeout) {
     int64_t left = p->next_tick - spmd__now_ms();
     if (left < 0) left = 0;
-    if (left > SPMD__MESH_CLOCK_MS) left = SPMD__MESH_CLOCK_MS;
+    if (p->m->clock_wanted && left > SPMD__MESH_CLOCK_MS) left = SPMD__MESH_CLOCK_MS;
     return left < timeout ? (int)left : timeout;
 }
 
