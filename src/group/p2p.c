@@ -29,7 +29,6 @@ static spmd_status make(spmd_group *g, spmd__work_kind kind, const void *buf, si
     w->req.poll_peer = peer;
     w->req.tag = tag;
     w->req.dtype = (int)dt;
-    w->rec_ticket = spmd__rec_p2p_post(g->rec, kind == SPMD__W_SEND, peer, tag, w->req.len, (int)dt);
     char err[SPMD__ERRLEN];
     spmd_status st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
                                           : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);

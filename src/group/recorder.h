@@ -44,7 +44,9 @@ void spmd__rec_timeout(struct spmd_group *g, const char *msg);
 void spmd__rec_coll_issue(spmd__rec *r, const spmd__coll_args *a, int running);
 void spmd__rec_coll_start(spmd__rec *r, uint32_t seq);
 void spmd__rec_coll_end(spmd__rec *r, uint32_t seq, spmd_status st);
-/* Point-to-point: posted (returns the ticket to end it with), finished. */
+/* Point-to-point: posted (returns the ticket to end it with; the caller
+ * serialises the posts: the group's hook runs under the p2p engine's lock),
+ * finished. */
 uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype);
 void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st);
 

@@ -24,6 +24,7 @@
 #include "spmd/status.h"
 
 typedef struct spmd__p2p spmd__p2p;   /* p2p_engine.c */
+typedef struct spmd__preq spmd__preq; /* a posted send or receive (below) */
 typedef struct spmd__path spmd__path; /* path.h */
 typedef struct spmd__shm_link spmd__shm_link; /* shm_link.c */
 
@@ -81,6 +82,9 @@ typedef struct spmd__mesh {
      * once a second (more often with short heartbeats), with no lock held. */
     void (*on_fail)(void *arg, spmd_status st, int culprit, const char *msg);
     void (*on_tick)(void *arg);
+    /* called with the p2p engine's lock held as each send or receive is
+     * posted, before it can complete (the recorder numbers it there) */
+    void (*on_post)(void *arg, spmd__preq *r);
     void *hook_arg;
     /* CLOCK_MONOTONIC in ms as the progress thread last read it: when
      * clock_wanted (set before the thread starts), at most about
@@ -130,7 +134,6 @@ spmd_status spmd__mesh_check(spmd__mesh *m, char *msg, size_t msglen);
 /* ---- point-to-point (p2p_engine.c) ---------------------------------------- */
 /* One posted send or receive.  The engine completes it exactly once through
  * `complete` (from any thread); after that it never touches it again. */
-typedef struct spmd__preq spmd__preq;
 struct spmd__preq {
     int send;
     void *buf;

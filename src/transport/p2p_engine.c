@@ -923,6 +923,7 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
     if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    if (g->on_post) g->on_post(g->hook_arg, w);
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
         pthread_mutex_unlock(&p->mu);
@@ -948,6 +949,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
     if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    if (g->on_post) g->on_post(g->hook_arg, w);
     /* An earlier unexpected message that matches wins (arrival order). */
     unexp *prev = NULL;
     for (unexp *u = p->ux; u; prev = u, u = u->next) {
