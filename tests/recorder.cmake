@@ -13,3 +13,7 @@ spmd_test(test_recorder SOURCES mp/test_recorder.c LABELS mp TIMEOUT 120)
 add_executable(idle_cost ${PROJECT_SOURCE_DIR}/bench/idle_cost.c)
 target_link_libraries(idle_cost PRIVATE spmd_static)
 set_target_properties(idle_cost PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+# Heartbeats and the recorder on against off in one pair of processes (docs/PERFORMANCE.md).
+add_executable(watch_pair ${PROJECT_SOURCE_DIR}/bench/watch_pair.c)
+target_link_libraries(watch_pair PRIVATE spmd_static)
+set_target_properties(watch_pair PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
