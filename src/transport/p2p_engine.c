@@ -920,9 +920,14 @@ void spmd__p2p_stop(spmd__mesh *g) {
 spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
-    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    /* Looked at under the lock: a failure recorded after this sweeps the
+     * posted operations under it too, so none is left waiting forever. */
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__fail(err, errlen, st, "%s", msg);
+    }
     if (g->on_post) g->on_post(g->hook_arg, w);
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
@@ -946,9 +951,14 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
-    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    /* Looked at under the lock: a failure recorded after this sweeps the
+     * posted operations under it too, so none is left waiting forever. */
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__fail(err, errlen, st, "%s", msg);
+    }
     if (g->on_post) g->on_post(g->hook_arg, w);
     /* An earlier unexpected message that matches wins (arrival order). */
     unexp *prev = NULL;
