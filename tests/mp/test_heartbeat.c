@@ -44,6 +44,7 @@ static int rank_main(const hb_case *c, int rank) {
             volatile uint64_t x = 0;
             int64_t until = spmd__now_ms() + 3 * HB_MS;
             while (spmd__now_ms() < until) x += 1;
+            (void)x;
         }
         int32_t v = rank + 1;
         CHILD_REQUIRE(spmd_all_reduce(g, &v, &v, 1, SPMD_I32, SPMD_SUM) == SPMD_OK, "%s", spmd_group_errmsg(g));
