@@ -42,7 +42,8 @@ int spmd__proc_exiting(pid_t pid) {
 int spmd__proc_stopped(pid_t pid) {
     char state = 0;
     unsigned long flags = 0;
-    return proc_stat(pid, &state, &flags) > 0 && (state == 'T' || state == 't');
+    if (proc_stat(pid, &state, &flags) <= 0) return 0;
+    return state == 'T' ? 1 : state == 't' ? 2 : 0;
 }
 
 /* Does /proc/<pid>/environ hold `entry` as one of its NUL-separated strings? */

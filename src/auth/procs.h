@@ -12,9 +12,11 @@
  * before naming a root cause never blames the survivor. */
 int spmd__proc_exiting(pid_t pid);
 
-/* 1 when pid is stopped (SIGSTOP, SIGTSTP) or held by a debugger: its peers
- * lose its heartbeat and exit with an error naming it, so a launcher that
- * finds such a worker when the first failure comes names it instead. */
+/* 1 when pid is stopped by a signal (SIGSTOP, SIGTSTP), 2 when a tracer
+ * holds it (a debugger, but also LeakSanitizer checking for leaks as the
+ * process exits), else 0.  A stopped rank's peers lose its heartbeat and exit
+ * with an error naming it, so a launcher that finds such a worker when the
+ * first failure comes names it instead. */
 int spmd__proc_stopped(pid_t pid);
 
 /* SIGKILL every process of this user whose environment holds `entry`

@@ -152,7 +152,7 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
                  * gave up on (their heartbeat error names it). */
                 int stopped = -1;
                 for (int j = 0; j < started && !WIFSIGNALED(root_status) && stopped < 0; j++)
-                    if (alive[j] && spmd__proc_stopped(pids[j])) stopped = root = j;
+                    if (alive[j] && spmd__proc_stopped(pids[j]) == 1) stopped = root = j;
                 if (root != i) {
                     describe_exit(status, how, sizeof how);
                     snprintf(after, sizeof after, "; rank %d %s after it", i, how);

@@ -168,6 +168,20 @@ int sr_flight_answered(const sr_agent *a, uint64_t gen) {
     return n;
 }
 
+int sr_flight_culprit(const sr_agent *a, int world) {
+    if (!a->flight_dir[0] || world < 1) return -1;
+    spmd__flight_record *r = calloc(MAX_RECORDS, sizeof *r);
+    int *votes = calloc((size_t)world, sizeof *votes);
+    int n = r && votes ? load(a, 0, r, MAX_RECORDS, 0) : 0, best = -1;
+    for (int i = 0; i < n; i++)
+        if (r[i].status && r[i].world == world && r[i].culprit >= 0 && r[i].culprit < world) votes[r[i].culprit]++;
+    for (int k = 0; votes && k < world; k++)
+        if (votes[k] && (best < 0 || votes[k] > votes[best])) best = k;
+    free(votes);
+    if (r) free_all(r, n);
+    return best;
+}
+
 int sr_flight_missing(const sr_agent *a, const pid_t *pids, int n) {
     if (!a->flight_dir[0]) return -1;
     spmd__flight_record *r = calloc(MAX_RECORDS, sizeof *r);

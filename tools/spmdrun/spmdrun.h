@@ -181,6 +181,8 @@ int sr_flight_env(const sr_agent *a, char ***env);
 uint64_t sr_flight_request(sr_agent *a);
 /* How many records answer request `gen`. */
 int sr_flight_answered(const sr_agent *a, uint64_t gen);
+/* The rank most failure records of the job's world group blame (-1: none). */
+int sr_flight_culprit(const sr_agent *a, int world);
 /* After a failure: how many of these running workers have written no record
  * of a failure or timeout yet (0: all have; -1: nobody wrote any record). */
 int sr_flight_missing(const sr_agent *a, const pid_t *pids, int n);

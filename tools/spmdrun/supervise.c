@@ -259,14 +259,20 @@ static void reap(attempt *at) {
             }
     }
     /* Nobody died by a signal: a worker that is stopped is what the others
-     * gave up on (their heartbeat error names it). */
-    if (!WIFSIGNALED(at->w[root].status))
-        for (int i = 0; i < at->n; i++)
-            if (at->w[i].running && spmd__proc_stopped(at->w[i].pid)) {
+     * gave up on (their heartbeat error names it).  Stopped by a signal
+     * counts; held by a tracer only when the records blame it (a debugger;
+     * LeakSanitizer traces a process as it exits too). */
+    if (!WIFSIGNALED(at->w[root].status)) {
+        int blamed = sr_flight_culprit(at->a, at->as->world_size);
+        for (int i = 0; i < at->n; i++) {
+            int how = at->w[i].running ? spmd__proc_stopped(at->w[i].pid) : 0;
+            if (how == 1 || (how == 2 && at->w[i].rank == blamed)) {
                 root = i;
                 at->root_stopped = 1;
                 break;
             }
+        }
+    }
     at->root = root;
     for (int k = 0; k < nb; k++)
         if (batch[k] != root && at->nothers < at->others_cap) at->others[at->nothers++] = batch[k];
