@@ -9,6 +9,10 @@
 #   - strangers on every listening rank's port during mesh formation (500 silent)
 #   - orphans: setsid'd grandchildren after a normal exit and after SIGKILL of
 #     spmdrun, 20 rounds
+#   - TRIALS SIGSTOPs of a random rank under spmdrun (worlds 2..8): the report
+#     names the stopped rank; TRIALS/4 rounds of frozen ranks without a
+#     launcher (every survivor names it); TRIALS/10 rounds of dropped links in
+#     network namespaces (when permitted)
 # then the connection set-up time with and without authentication, and
 # torch's TCPStore connect time in the same run when python3-torch is there.
 set -u
@@ -33,6 +37,16 @@ while [ $i -lt 20 ]; do
 done
 echo "orphans: $ok of 20 rounds left nothing behind"
 [ $ok -eq 20 ] || fail=1
+echo "== SIGSTOP trials under spmdrun ($N)"
+sh "$T/stop_trials.sh" "$B/tools/spmdrun" "$B/tests/fault_worker" "$N" 8 | tail -1 || fail=1
+echo "== frozen ranks without a launcher ($((N / 4)) rounds)"
+"$B/tests/test_heartbeat" $((N / 4)) | tail -1 || fail=1
+echo "== dropped links ($((N / 10)) rounds of worlds 2 and 4, shm+tcp and tcp)"
+sh "$T/linkdrop.sh" "$B/tests/fault_worker" $((N / 10 > 0 ? N / 10 : 1)) >"${TMPDIR:-/tmp}/linkdrop.$$" 2>&1
+rc=$?
+grep -v '^ok$' "${TMPDIR:-/tmp}/linkdrop.$$"
+rm -f "${TMPDIR:-/tmp}/linkdrop.$$"
+[ $rc -eq 0 ] || [ $rc -eq 77 ] || fail=1
 echo "== connection set-up time"
 "$B/bench/auth_setup" 2000 20 4
 PY3=/usr/bin/python3

@@ -27,3 +27,12 @@ set_target_properties(store_flood PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_
 add_test(NAME fault_secret_config COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fault/secret_config.sh
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:fault_worker>)
 set_tests_properties(fault_secret_config PROPERTIES LABELS "fault" TIMEOUT 120)
+# Frozen ranks and dropped links (heartbeats) and forced hangs (the flight
+# recorder), issue 13; test_heartbeat is in heartbeat.cmake.
+add_test(NAME fault_stop_spmdrun COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fault/stop_trials.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:fault_worker> 4 4)
+add_test(NAME fault_hang COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fault/hang.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:fault_worker>)
+set_tests_properties(fault_stop_spmdrun fault_hang PROPERTIES LABELS "fault;launcher" TIMEOUT 120)
+add_test(NAME fault_linkdrop COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fault/linkdrop.sh $<TARGET_FILE:fault_worker> 1)
+set_tests_properties(fault_linkdrop PROPERTIES LABELS "fault;netns" TIMEOUT 120 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)

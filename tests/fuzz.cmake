@@ -45,3 +45,19 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_libraries(fuzz_handshake PRIVATE OpenSSL::Crypto Threads::Threads)
   set_target_properties(fuzz_handshake PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
+
+# The flight-record parser spmdrun runs on the workers' records (issue 13),
+# with the shared replay main.
+spmd_test(fuzz_flight_record_replay SOURCES fuzz/fuzz_flight_record.c fuzz/replay_main_data.c
+          LABELS unit fuzz TIMEOUT 120)
+if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_flight_record fuzz/fuzz_flight_record.c ${PROJECT_SOURCE_DIR}/src/group/flight_text.c
+                 ${PROJECT_SOURCE_DIR}/src/group/flight_diag.c ${PROJECT_SOURCE_DIR}/src/common/error.c)
+  target_include_directories(fuzz_flight_record PRIVATE ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(fuzz_flight_record PRIVATE -fsanitize=fuzzer,address,undefined
+                         -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_flight_record PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_flight_record PRIVATE m)
+  set_target_properties(fuzz_flight_record PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+endif()

@@ -104,6 +104,21 @@ void spmd_group_set_timeout(spmd_group *g, int timeout_ms);
  * waiting for a rank that will never come.  The group must still be destroyed. */
 void spmd_group_abort(spmd_group *g, const char *reason);
 
+/* ---- flight recorder (docs/RELIABILITY.md) ------------------------------
+ * Every group keeps its last operations (SPMD_RECORDER_ENTRIES collectives
+ * and as many point-to-point ones; 0 turns it off): kind, number, count,
+ * dtype, op, root or peer, tag, issue/start/end times, state.  When the group
+ * fails, each rank writes its record to $SPMD_RECORDER_DIR/<group>.<rank>.rec
+ * (spmdrun sets the directory and prints a diagnosis from the records). */
+/* Write g's record now to path (NULL: the file in SPMD_RECORDER_DIR). */
+spmd_status spmd_group_dump_record(spmd_group *g, const char *path);
+/* Ask every group of this process to write its record (to SPMD_RECORDER_DIR,
+ * or stderr when unset) within a second, from its progress thread.  Safe to
+ * call from a signal handler: the library installs none itself, so a program
+ * that wants `kill -USR1 <pid>` to dump the records installs its own handler
+ * calling this. */
+void spmd_request_record_dump(void);
+
 /* ---- work handles ----------------------------------------------------- */
 
 /* Wait until the work finishes or timeout_ms passes (< 0: the group's

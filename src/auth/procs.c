@@ -13,11 +13,13 @@
 
 #define PF_EXITING_FLAG 0x00000004u /* include/linux/sched.h */
 
-int spmd__proc_exiting(pid_t pid) {
+/* State letter and flags of pid from /proc/<pid>/stat: 1, 0 when unreadable,
+ * -1 when the process is gone altogether. */
+static int proc_stat(pid_t pid, char *state, unsigned long *flags) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 1 : 0; /* gone altogether */
+    if (fd < 0) return errno == ENOENT ? -1 : 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0) return 0;
@@ -25,13 +27,23 @@ int spmd__proc_exiting(pid_t pid) {
     /* "pid (comm) state ppid pgrp session tty tpgid flags ..."; comm may hold ')' */
     char *p = strrchr(buf, ')');
     if (!p || !p[1]) return 0;
+    int ppid, pgrp, session, tty, tpgid;
+    return sscanf(p + 2, "%c %d %d %d %d %d %lu", state, &ppid, &pgrp, &session, &tty, &tpgid, flags) == 7;
+}
+
+int spmd__proc_exiting(pid_t pid) {
     char state = 0;
     unsigned long flags = 0;
-    int ppid, pgrp, session, tty, tpgid;
-    if (sscanf(p + 2, "%c %d %d %d %d %d %lu", &state, &ppid, &pgrp, &session, &tty, &tpgid,
-               &flags) != 7)
-        return 0;
+    int r = proc_stat(pid, &state, &flags);
+    if (r <= 0) return r < 0;
     return state == 'Z' || state == 'X' || (flags & PF_EXITING_FLAG) != 0;
+}
+
+int spmd__proc_stopped(pid_t pid) {
+    char state = 0;
+    unsigned long flags = 0;
+    if (proc_stat(pid, &state, &flags) <= 0) return 0;
+    return state == 'T' ? 1 : state == 't' ? 2 : 0;
 }
 
 /* Does /proc/<pid>/environ hold `entry` as one of its NUL-separated strings? */

@@ -12,6 +12,13 @@
  * before naming a root cause never blames the survivor. */
 int spmd__proc_exiting(pid_t pid);
 
+/* 1 when pid is stopped by a signal (SIGSTOP, SIGTSTP), 2 when a tracer
+ * holds it (a debugger, but also LeakSanitizer checking for leaks as the
+ * process exits), else 0.  A stopped rank's peers lose its heartbeat and exit
+ * with an error naming it, so a launcher that finds such a worker when the
+ * first failure comes names it instead. */
+int spmd__proc_stopped(pid_t pid);
+
 /* SIGKILL every process of this user whose environment holds `entry`
  * ("NAME=value", exactly), except `skip1`, `skip2` and the caller.  Returns
  * how many were signalled; call until it returns 0 (a process may fork while

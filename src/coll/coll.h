@@ -36,6 +36,7 @@ typedef struct {
     int root;
     size_t *sendcounts, *sdispls, *recvcounts, *rdispls; /* all_to_all_v, else NULL */
     char algo[32];           /* requested algorithm name, "" = select.c decides */
+    uint32_t seq;            /* its number among the group's collectives (set at issue) */
 } spmd__coll_args;
 
 /* What every algorithm may read of the running collective. */

@@ -24,6 +24,7 @@ struct spmd__exec {
     int busy;
     int stop;
     int thread_started;
+    uint32_t issued;   /* collectives issued so far: the next one's number - 1 */
     pthread_t thread;
     spmd__coll_ctx ctx;
 };
@@ -71,10 +72,12 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
     spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
     if (st) {
         snprintf(errbuf, errlen, "%s", fmsg);
+        spmd__rec_coll_end(g->rec, a->seq, st);
         return st;
     }
-    c->seq++;
+    c->seq = a->seq;
     c->kind = a->kind;
+    spmd__rec_coll_start(g->rec, a->seq);
     c->desc = describe(a);
     c->deadline = spmd__group_deadline(g);
     c->err[0] = 0;
@@ -85,6 +88,7 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
         st = spmd__xsendrecv(c, (r + 1) % w, NULL, 0, (r - 1 + w) % w, NULL, 0);
     }
     if (!st) st = spmd__coll_run(c, a);
+    spmd__rec_coll_end(g->rec, a->seq, st);
     if (st) {
         snprintf(errbuf, errlen, "%s", c->err[0] ? c->err : spmd_status_str(st));
         /* INVALID is decided identically on every rank before anything moves
@@ -193,6 +197,8 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
     if (!out && !e->busy && !e->head) {
         /* Idle: run inline. */
         e->busy = 1;
+        a->seq = ++e->issued;
+        spmd__rec_coll_issue(g->rec, a, 1);
         pthread_mutex_unlock(&e->mu);
         spmd_status st = run_one(g, a, 1, msg, sizeof msg);
         spmd__coll_args_free(a);
@@ -209,6 +215,8 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
         spmd__coll_args_free(a);
         return spmd__group_error(g, SPMD_ERR_NOMEM, "out of memory");
     }
+    a->seq = ++e->issued;
+    spmd__rec_coll_issue(g->rec, a, 0);
     w->args = *a;
     memset(a, 0, sizeof *a);
     if (!e->thread_started) {

@@ -22,6 +22,7 @@
 #include "common/common.h"
 #include "transport/arena.h"
 #include "transport/mesh.h"
+#include "recorder.h"
 #include "spmd/group.h"
 #include "spmd/store.h"
 
@@ -42,6 +43,7 @@ struct spmd_group {
     char bind_host[256];          /* address this rank listens on */
 
     spmd__exec *exec;
+    spmd__rec *rec;               /* the flight recorder, NULL when off (recorder.h) */
 
     /* subgroups */
     spmd_group *parent;
@@ -75,6 +77,7 @@ struct spmd_work {
     pthread_cond_t cv;
     char errmsg[SPMD__ERRLEN];
     struct spmd_work *next;   /* executor queue */
+    uint64_t rec_ticket;      /* p2p: its entry in the flight recorder */
     /* collective fields (executor.c) */
     spmd__coll_args args;
 };

@@ -83,11 +83,14 @@ static spmd_group *group_alloc(int rank, int world) {
         free(g);
         return NULL;
     }
+    g->rec = spmd__rec_new();
+    spmd__rec_attach(g);
     return g;
 }
 
 static void group_free(spmd_group *g) {
     spmd__mesh_close(&g->t);
+    spmd__rec_free(g->rec);
     if (g->store) spmd_store_close(g->store);
     if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
     spmd_store_server_stop(g->store_server);

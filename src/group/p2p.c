@@ -41,6 +41,7 @@ static spmd_status post(spmd_group *g, spmd__work_kind kind, const void *buf, si
                                   : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);
     }
     if (st) {
+        spmd__rec_p2p_end(g->rec, w->rec_ticket, st);
         spmd__work_complete(w, st, NULL);
         spmd__work_release(w);
         return spmd__group_error(g, st, "%s", err);
@@ -76,9 +77,11 @@ static spmd_status blocking(spmd_group *g, spmd__work_kind kind, const void *buf
     spmd_status st = post(g, kind, buf, count, dt, peer, tag, 1, &w);
     if (st) return st;
     st = spmd_work_wait(&w, -1);
-    if (st == SPMD_ERR_TIMEOUT)
+    if (st == SPMD_ERR_TIMEOUT) {
         spmd__group_error(g, st, "%s with rank %d: no progress within %d ms", kind == SPMD__W_SEND ? "send" : "recv",
                           peer, g->timeout_ms);
+        spmd__rec_timeout(g, spmd_group_errmsg(g));
+    }
     else if (st)
         spmd__group_error(g, st, "%s", spmd_work_errmsg(&w));
     if (!st && source) *source = spmd_work_source(&w);

@@ -148,11 +148,17 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
                             root_status = sj;
                         }
                     }
+                /* Nobody died by a signal: a stopped rank is what the others
+                 * gave up on (their heartbeat error names it). */
+                int stopped = -1;
+                for (int j = 0; j < started && !WIFSIGNALED(root_status) && stopped < 0; j++)
+                    if (alive[j] && spmd__proc_stopped(pids[j]) == 1) stopped = root = j;
                 if (root != i) {
                     describe_exit(status, how, sizeof how);
                     snprintf(after, sizeof after, "; rank %d %s after it", i, how);
                 }
-                describe_exit(root_status, how, sizeof how);
+                if (stopped >= 0) snprintf(how, sizeof how, "was stopped (SIGSTOP or a debugger): its peers lost its heartbeat");
+                else describe_exit(root_status, how, sizeof how);
                 st = spmd__fail(report, reportlen, SPMD_ERR_REMOTE, "rank %d (pid %ld) %s%s", root,
                                 (long)pids[root], how, after);
                 failed = 1;

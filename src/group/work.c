@@ -26,7 +26,9 @@ static int is_done(spmd_work *w) { return atomic_load_explicit(&w->state, memory
 
 /* The engine completes the request embedded first in the work. */
 static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
-    spmd__work_complete((spmd_work *)(void *)((char *)r - offsetof(spmd_work, req)), st, msg);
+    spmd_work *w = (spmd_work *)(void *)((char *)r - offsetof(spmd_work, req));
+    spmd__rec_p2p_end(w->g->rec, w->rec_ticket, st);
+    spmd__work_complete(w, st, msg);
 }
 
 void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind) {

@@ -19,6 +19,8 @@ spmd_status spmd__mesh_init(spmd__mesh *m, int rank, int world) {
     m->world = world;
     m->local_world = 1;
     m->fail_eventfd = -1;
+    m->fail_culprit = -1;
+    atomic_store(&m->clock_ms, spmd__now_ms());
     pthread_mutex_init(&m->fail_mu, NULL);
     for (int c = 0; c < SPMD__NCHAN; c++) {
         m->fd[c] = malloc(sizeof(int) * (size_t)world);
@@ -64,10 +66,17 @@ void spmd__mesh_close(spmd__mesh *m) {
 int64_t spmd__mesh_deadline(const spmd__mesh *m) { return spmd__deadline(m->timeout_ms); }
 
 int spmd__mesh_mark_failed(spmd__mesh *m, spmd_status st, const char *msg) {
+    return spmd__mesh_mark_failed_by(m, st, -1, msg);
+}
+
+int spmd__mesh_mark_failed_by(spmd__mesh *m, spmd_status st, int culprit, const char *msg) {
     pthread_mutex_lock(&m->fail_mu);
     int first = atomic_load(&m->failed) == 0;
     if (first) {
         snprintf(m->fail_msg, sizeof m->fail_msg, "%s", msg);
+        m->fail_culprit = culprit >= 0 && culprit < m->world ? culprit : -1;
+        /* the flight record is written before anyone sees the failure */
+        if (m->on_fail) m->on_fail(m->hook_arg, st, m->fail_culprit, msg);
         /* peers reading our buffers by CMA must not trust them any more (cma.c) */
         __atomic_store_n(&m->cma_token, ~m->cma_token, __ATOMIC_SEQ_CST);
         atomic_store(&m->failed, (int)st);
@@ -80,15 +89,26 @@ int spmd__mesh_mark_failed(spmd__mesh *m, spmd_status st, const char *msg) {
     return first;
 }
 
-void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...) {
+static void fail_v(spmd__mesh *m, spmd_status st, int culprit, int tell_peers, const char *fmt, va_list ap) {
     char buf[SPMD__ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (!spmd__mesh_mark_failed(m, st, buf)) return;
+    if (!spmd__mesh_mark_failed_by(m, st, culprit, buf)) return;
     if (tell_peers) spmd__p2p_broadcast_abort(m, st, buf);
     spmd__p2p_fail_all(m, st, buf);
+}
+
+void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(m, st, -1, tell_peers, fmt, ap);
+    va_end(ap);
+}
+
+void spmd__mesh_fail_by(spmd__mesh *m, spmd_status st, int culprit, int tell_peers, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(m, st, culprit, tell_peers, fmt, ap);
+    va_end(ap);
 }
 
 spmd_status spmd__mesh_check(spmd__mesh *m, char *msg, size_t msglen) {

@@ -24,6 +24,7 @@
 #include "spmd/status.h"
 
 typedef struct spmd__p2p spmd__p2p;   /* p2p_engine.c */
+typedef struct spmd__preq spmd__preq; /* a posted send or receive (below) */
 typedef struct spmd__path spmd__path; /* path.h */
 typedef struct spmd__shm_link spmd__shm_link; /* shm_link.c */
 
@@ -71,8 +72,30 @@ typedef struct spmd__mesh {
     pthread_mutex_t fail_mu;
     char fail_msg[SPMD__ERRLEN];
     int fail_eventfd;             /* readable once failed != 0 */
+    int fail_culprit;             /* the rank the failure blames, -1 none (under fail_mu) */
     atomic_int *peer_left;        /* [world] 1 after the peer said goodbye */
+
+    /* Set by the layer above before the progress thread starts (the group's
+     * flight recorder); both may be NULL.  on_fail runs once, on the thread
+     * that records the first failure, before any waiter can see it (so a
+     * program that exits on the error still leaves its record); it must not
+     * call back into the mesh.  on_tick runs on the progress thread about
+     * once a second (more often with short heartbeats), with no lock held. */
+    void (*on_fail)(void *arg, spmd_status st, int culprit, const char *msg);
+    void (*on_tick)(void *arg);
+    /* called with the p2p engine's lock held as each send or receive is
+     * posted, before it can complete (the recorder numbers it there) */
+    void (*on_post)(void *arg, spmd__preq *r);
+    void *hook_arg;
+    /* CLOCK_MONOTONIC in ms as the progress thread last read it: when
+     * clock_wanted (set before the thread starts), at most about
+     * SPMD__MESH_CLOCK_MS old while the thread runs (a clock for the flight
+     * recorder that costs a load instead of a clock_gettime) */
+    _Atomic int64_t clock_ms;
+    int clock_wanted;
 } spmd__mesh;
+
+#define SPMD__MESH_CLOCK_MS 100
 
 /* ---- which paths (mode.c) ---------------------------------------------------- */
 enum { SPMD__TRANSPORT_TCP = 0, SPMD__TRANSPORT_AUTO = 1, SPMD__TRANSPORT_SHM = 2 };
@@ -96,18 +119,22 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, struct spmd_store *store, const ch
 /* ---- failure (failure.c) ------------------------------------------------- */
 /* Record the failure and wake waiters (no p2p locking); 1 if first. */
 int spmd__mesh_mark_failed(spmd__mesh *m, spmd_status st, const char *msg);
+/* The same, naming the rank at fault (a dead or silent peer; -1: none). */
+int spmd__mesh_mark_failed_by(spmd__mesh *m, spmd_status st, int culprit, const char *msg);
 /* Mark the mesh failed (first call wins), wake every waiter, and if
  * `tell_peers`, send an abort notice with the message to every live peer;
  * every pending p2p operation fails. */
 void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
+/* The same, naming the rank at fault (-1: none); the abort notice carries it. */
+void spmd__mesh_fail_by(spmd__mesh *m, spmd_status st, int culprit, int tell_peers, const char *fmt, ...)
+    SPMD__PRINTF(5, 6);
 /* SPMD_OK, or the failure status with its message copied to msg. */
 spmd_status spmd__mesh_check(spmd__mesh *m, char *msg, size_t msglen);
 
 /* ---- point-to-point (p2p_engine.c) ---------------------------------------- */
 /* One posted send or receive.  The engine completes it exactly once through
  * `complete` (from any thread); after that it never touches it again. */
-typedef struct spmd__preq spmd__preq;
 struct spmd__preq {
     int send;
     void *buf;

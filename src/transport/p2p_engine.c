@@ -18,7 +18,9 @@
  *            (expected `len` bytes of its dtype); the send had completed,
  *            so the sender only logs it: the channel stays usable
  *   BYE      the sender is leaving the group cleanly
- *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason
+ *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason,
+ *            id is 1 + the rank it blames (0: none)
+ *   PING     a heartbeat (heartbeat.c): only its arrival counts
  *
  * Small messages go eagerly (the receiver buffers them if no receive is
  * posted yet); large ones wait for the receiver's CTS so they land directly in
@@ -40,6 +42,9 @@
  * anyway (the "idle" flag) so unexpected messages never block their sender
  * for good.  A blocking call polls the ring itself (spmd__p2p_spin_*), so a
  * ping-pong costs no system call at all.
+ *
+ * The progress thread also ticks: heartbeats (heartbeat.c) and the hook of
+ * the layer above (mesh.h's on_tick).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,14 +56,16 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "heartbeat.h"
 #include "mesh.h"
 #include "path.h"
 
 #define HDR 24
 #define EAGER_MAX (64u * 1024u)
 #define ABORT_MAX 1024u
+#define TICK_MS 1000 /* the tick's period when heartbeats are off */
 
-enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_RGET, F_FIN, F_MAX };
+enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_RGET, F_FIN, F_PING, F_MAX };
 #define RGET_LEN 24u /* RGET's payload: address, seal address, seal */
 /* Smallest send read by cross-memory attach where the pair allows it
  * (SPMD_P2P_CMA_MIN_BYTES); smaller ones go through the ring. */
@@ -92,6 +99,7 @@ typedef struct {
     int shm;
     int dead, left;
     int spinners;        /* our threads polling this peer's ring themselves */
+    uint64_t rx;         /* bytes received so far (the heartbeat's evidence of life) */
     frame *sq, *sq_tail;
     atomic_int queued;   /* sq != NULL, for spinners that look without the lock */
     int want_out;
@@ -129,6 +137,8 @@ struct spmd__p2p {
     size_t cma_min;                  /* sends from this size go by RGET where the pair allows */
     spmd__preq *copies;              /* receives matched to an RGET, to be read outside the lock */
     pthread_mutex_t copy_mu;         /* ... one at a time */
+    spmd__hb *hb;                    /* heartbeats, NULL when off */
+    int64_t next_tick;               /* monotonic ms (progress thread only) */
 };
 
 /* A request is done: hand it back to its owner. */
@@ -312,6 +322,16 @@ static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uin
 
 static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg);
 
+/* A connection that ended because its link stopped carrying packets (the
+ * kernel's keepalive or retransmission gave up, or the route went away),
+ * not because the peer closed it. */
+static int link_lost(const char *why) {
+    static const int codes[] = {ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ENETDOWN};
+    for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++)
+        if (!strcmp(why, strerror(codes[k]))) return 1;
+    return 0;
+}
+
 static void peer_died(spmd__p2p *p, int i, const char *why) {
     peer *pe = &p->peers[i];
     if (pe->dead) return;
@@ -319,8 +339,11 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     if (!pe->left) {
         /* Record the group's failure before anyone can see this peer as
          * merely gone, so every caller gets the real cause. */
-        snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
-        int first = spmd__mesh_mark_failed(p->m, SPMD_ERR_REMOTE, msg);
+        if (link_lost(why))
+            snprintf(msg, sizeof msg, "rank %d is unreachable (%s: is the link down?)", i, why);
+        else
+            snprintf(msg, sizeof msg, "rank %d died or closed its connection (%s)", i, why);
+        int first = spmd__mesh_mark_failed_by(p->m, SPMD_ERR_REMOTE, i, msg);
         pe->dead = 1;
         if (pe->fd >= 0) epoll_ctl(p->epfd, EPOLL_CTL_DEL, pe->fd, NULL);
         if (first) {
@@ -358,11 +381,14 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
     spmd__mesh *g = p->m;
     size_t n = strlen(msg);
     if (n > ABORT_MAX) n = ABORT_MAX;
+    pthread_mutex_lock(&g->fail_mu);
+    uint64_t blame = (uint64_t)(g->fail_culprit + 1);
+    pthread_mutex_unlock(&g->fail_mu);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (i == g->rank || pe->dead || pe->fd < 0) continue;
-        /* the tag field carries the failure's status code */
-        enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, 0, msg, n, 1, NULL);
+        /* the tag field carries the failure's status code, the id the rank it blames */
+        enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, blame, msg, n, 1, NULL);
         if (pe->shm) spmd__path_kick(pe->path); /* the peer may wait for nothing from us */
     }
 }
@@ -610,6 +636,8 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         pe->left = 1;
         atomic_store(&p->m->peer_left[i], 1);
         return 0;
+    case F_PING:
+        return 0;
     case F_ABORT:
         if (pe->len > ABORT_MAX) { snprintf(why, whylen, "abort text too long"); return -1; }
         pe->abort_text = calloc(1, pe->len + 1);
@@ -672,10 +700,11 @@ static void on_payload_done(spmd__p2p *p, int i) {
     } else if (pe->type == F_ABORT && pe->abort_text) {
         char *text = pe->abort_text;
         pe->abort_text = NULL;
-        pthread_mutex_unlock(&p->mu);
         int code = (int32_t)pe->tag;
+        int blame = pe->id >= 1 && pe->id <= (uint64_t)p->m->world ? (int)pe->id - 1 : -1;
+        pthread_mutex_unlock(&p->mu);
         spmd_status st = code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
-        spmd__mesh_fail(p->m, st, 0, "rank %d reported: %s", i, text);
+        spmd__mesh_fail_by(p->m, st, blame, 0, "rank %d reported: %s", i, text);
         pthread_mutex_lock(&p->mu);
         free(text);
     }
@@ -710,6 +739,7 @@ static void read_peer(spmd__p2p *p, int i) {
             peer_died(p, i, strerror(errno));
             return;
         }
+        pe->rx += (uint64_t)n;
         if (!pe->in_payload) {
             pe->hdr_got += (size_t)n;
             if (pe->hdr_got < HDR) continue;
@@ -877,6 +907,51 @@ static void service_shm(spmd__p2p *p, const char *closed) {
     }
 }
 
+/* ---- the tick: heartbeats, then the layer above's hook ------------------- */
+
+static uint64_t hb_rx(void *arg, int i) { return ((spmd__p2p *)arg)->peers[i].rx; }
+static int hb_gone(void *arg, int i) {
+    const peer *pe = &((spmd__p2p *)arg)->peers[i];
+    return pe->dead || pe->left || pe->fd < 0;
+}
+static void hb_ping(void *arg, int i) {
+    spmd__p2p *p = arg;
+    if (!p->peers[i].sq) enqueue(p, i, F_PING, 0, 0, 0, NULL, 0, 0, NULL); /* else bytes are on their way */
+}
+
+/* A watched peer went silent: the group fails naming it. */
+static void peer_silent(spmd__p2p *p, int i, const char *msg) {
+    if (!spmd__mesh_mark_failed_by(p->m, SPMD_ERR_REMOTE, i, msg)) return;
+    abort_locked(p, SPMD_ERR_REMOTE, msg);
+    fail_everything(p, SPMD_ERR_REMOTE, msg);
+}
+
+/* How long the progress thread may sleep before its next tick (and before
+ * its clock, mesh.h's clock_ms, gets too old). */
+static int until_tick(const spmd__p2p *p, int timeout) {
+    int64_t left = p->next_tick - spmd__now_ms();
+    if (left < 0) left = 0;
+    if (p->m->clock_wanted && left > SPMD__MESH_CLOCK_MS) left = SPMD__MESH_CLOCK_MS;
+    return left < timeout ? (int)left : timeout;
+}
+
+static void tick(spmd__p2p *p) {
+    int64_t now = spmd__now_ms();
+    atomic_store_explicit(&p->m->clock_ms, now, memory_order_relaxed);
+    if (now < p->next_tick) return;
+    if (p->hb) {
+        char msg[SPMD__ERRLEN];
+        pthread_mutex_lock(&p->mu);
+        int silent = spmd__hb_tick(p->hb, now, msg, sizeof msg);
+        if (silent >= 0) peer_silent(p, silent, msg);
+        pthread_mutex_unlock(&p->mu);
+        p->next_tick = spmd__hb_due(p->hb);
+    } else {
+        p->next_tick = now + TICK_MS;
+    }
+    if (p->m->on_tick) p->m->on_tick(p->m->hook_arg);
+}
+
 static void *progress_main(void *arg) {
     spmd__p2p *p = arg;
     spmd__mesh *g = p->m;
@@ -891,7 +966,7 @@ static void *progress_main(void *arg) {
             for (int i = 0; i < g->world; i++) busy |= settle(p, i);
             unlock_engine(p);
         }
-        int n = epoll_wait(p->epfd, evs, 64, busy ? 0 : 1000);
+        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : 1000));
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
@@ -916,6 +991,7 @@ static void *progress_main(void *arg) {
         }
         if (p->nshm) service_shm(p, closed);
         unlock_engine(p);
+        tick(p);
     }
     free(closed);
     return NULL;
@@ -955,8 +1031,12 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     }
     g->p2p = p;
     if (g->world > 1) {
+        spmd__hb_ops ops = {.arg = p, .rx = hb_rx, .gone = hb_gone, .ping = hb_ping};
+        p->hb = spmd__hb_start(g, &ops);
+        p->next_tick = spmd__now_ms();
         int rc = pthread_create(&p->thread, NULL, progress_main, p);
         if (rc) {
+            spmd__hb_free(p->hb);
             g->p2p = NULL;
             close(p->epfd);
             close(p->evfd);
@@ -997,6 +1077,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
     ssize_t r = write(p->evfd, &one, sizeof one);
     (void)r;
     if (p->running) pthread_join(p->thread, NULL);
+    spmd__hb_free(p->hb);
     pthread_mutex_lock(&p->mu);
     char msg[SPMD__ERRLEN];
     snprintf(msg, sizeof msg, "group %s destroyed while the operation was pending", g->name);
@@ -1032,9 +1113,15 @@ static void expect_from(spmd__p2p *p, int which) {
 spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
-    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    /* Looked at under the lock: a failure recorded after this sweeps the
+     * posted operations under it too, so none is left waiting forever. */
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__fail(err, errlen, st, "%s", msg);
+    }
+    if (g->on_post) g->on_post(g->hook_arg, w);
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
         pthread_mutex_unlock(&p->mu);
@@ -1071,9 +1158,15 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
-    if (st) return spmd__fail(err, errlen, st, "%s", msg);
     pthread_mutex_lock(&p->mu);
+    /* Looked at under the lock: a failure recorded after this sweeps the
+     * posted operations under it too, so none is left waiting forever. */
+    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
+    if (st) {
+        pthread_mutex_unlock(&p->mu);
+        return spmd__fail(err, errlen, st, "%s", msg);
+    }
+    if (g->on_post) g->on_post(g->hook_arg, w);
     /* An earlier unexpected message that matches wins (arrival order). */
     unexp *prev = NULL;
     for (unexp *u = p->ux; u; prev = u, u = u->next) {

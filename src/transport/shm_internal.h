@@ -45,6 +45,8 @@ typedef struct {
     unsigned char small[2][SPMD__SHM_SMALL_BYTES];
     _Alignas(64) _Atomic uint32_t sleepers; /* ranks waiting on our flag in futex */
     _Alignas(64) _Atomic int32_t cpu;       /* the CPU this rank last waited on (path.h) */
+    /* heartbeats of this rank's progress thread, read by its peers (heartbeat.c) */
+    _Alignas(64) _Atomic uint64_t beat;
 } seg_header;
 
 typedef struct {

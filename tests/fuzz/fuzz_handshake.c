@@ -17,13 +17,7 @@
 #include "store/handshake.h"
 #include "transport/transport.h"
 
-#define REQUIRE_PROP(c)                                                         \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "property violated: %s (line %d)\n", #c, __LINE__); \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
+#include "fuzz/fuzz_prop.h"
 
 static spmd__auth key(int on) {
     spmd__auth a;

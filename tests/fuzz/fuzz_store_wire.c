@@ -18,13 +18,7 @@
 #include <string.h>
 #include "store/store_internal.h"
 
-#define REQUIRE_PROP(c)                                                         \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "property violated: %s (line %d)\n", #c, __LINE__); \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
+#include "fuzz/fuzz_prop.h"
 
 static const char *key_ptrs[SPMD_STORE_MAX_WAIT_KEYS];
 static long decoded_req, decoded_rep; /* reported by the replay main */

@@ -113,3 +113,36 @@ drain() {
     cat <&"$1" >>"$2" &
     eval "exec $1<&-"
 }
+
+# netns_pair TAG ADDR0 ADDR1: two network namespaces joined by a veth pair,
+# NS0/NS1 (named spmd<TAG><pid>a/b), V0/V1 their ends with ADDR0/ADDR1 (/24),
+# loopback up, the veth ends left down.  Namespaces of an earlier run that was
+# SIGKILLed (named after a dead pid) are removed first; these are removed on
+# exit.  Exits 77 (skip) where namespaces or veth pairs are not permitted.
+netns_pair() {
+    command -v ip >/dev/null 2>&1 || { echo "SKIP: no 'ip' command (iproute2)"; exit 77; }
+    for _ns in $(ip netns list 2>/dev/null | sed -n "s/^\(spmd$1[0-9]*\)[ab].*/\1/p" | sort -u); do
+        kill -0 "${_ns#spmd$1}" 2>/dev/null || { ip netns del "${_ns}a"; ip netns del "${_ns}b"; } 2>/dev/null
+    done
+    NS0=spmd$1$$a NS1=spmd$1$$b V0=sp$1$$a V1=sp$1$$b
+    trap netns_cleanup EXIT
+    trap 'exit 1' INT TERM HUP
+    if ! ip netns add "$NS0" 2>"$TMP/ip.err"; then
+        echo "SKIP: 'ip netns add' is not permitted here: $(cat "$TMP/ip.err")"
+        exit 77
+    fi
+    ip netns add "$NS1" || exit 1
+    if ! ip link add "$V0" type veth peer name "$V1" 2>"$TMP/ip.err"; then
+        echo "SKIP: cannot create a veth pair: $(cat "$TMP/ip.err")"
+        exit 77
+    fi
+    ip link set "$V0" netns "$NS0" && ip link set "$V1" netns "$NS1" &&
+        ip -n "$NS0" addr add "$2/24" dev "$V0" && ip -n "$NS1" addr add "$3/24" dev "$V1" &&
+        ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up || { fail "namespace setup"; finish; }
+}
+netns_cleanup() {
+    ip netns del "$NS0" 2>/dev/null # deleting a namespace also deletes its veth end and the peer
+    ip netns del "$NS1" 2>/dev/null
+    ip link del "$V0" 2>/dev/null
+    rm -rf "$TMP"
+}

@@ -11,34 +11,8 @@ SPMDRUN=$1 WORKER=$2 PROG=$3
 # Several nodes share one job secret, as a user exports it before a multi-node job.
 SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
 
-command -v ip >/dev/null 2>&1 || { echo "SKIP: no 'ip' command (iproute2)"; exit 77; }
-# Namespaces left by a run that was SIGKILLed (a ctest timeout): named after a dead pid.
-for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(spmdt[0-9]*\)[ab].*/\1/p' | sort -u); do
-    kill -0 "${ns#spmdt}" 2>/dev/null || { ip netns del "${ns}a"; ip netns del "${ns}b"; } 2>/dev/null
-done
-NS0=spmdt$$a NS1=spmdt$$b V0=spv$$a V1=spv$$b
-cleanup() {
-    ip netns del "$NS0" 2>/dev/null # deleting a namespace also deletes its veth end and the peer
-    ip netns del "$NS1" 2>/dev/null
-    ip link del "$V0" 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-if ! ip netns add "$NS0" 2>"$TMP/ip.err"; then
-    echo "SKIP: 'ip netns add' is not permitted here: $(cat "$TMP/ip.err")"
-    exit 77
-fi
-ip netns add "$NS1" || exit 1
-if ! ip link add "$V0" type veth peer name "$V1" 2>"$TMP/ip.err"; then
-    echo "SKIP: cannot create a veth pair: $(cat "$TMP/ip.err")"
-    exit 77
-fi
-ip link set "$V0" netns "$NS0" && ip link set "$V1" netns "$NS1" &&
-    ip -n "$NS0" addr add 10.231.0.1/24 dev "$V0" && ip -n "$NS1" addr add 10.231.0.2/24 dev "$V1" &&
-    ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up &&
-    ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "namespace setup"; finish; }
+netns_pair t 10.231.0.1 10.231.0.2
+ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "namespace setup"; finish; }
 
 # The default --master-port (29500) is safe here: nothing else lives in these namespaces.
 ip netns exec "$NS0" "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.231.0.1 \

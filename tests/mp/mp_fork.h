@@ -19,9 +19,11 @@ typedef int (*mp_fn)(int index, void *arg);
 
 /* Fork n children; child i gets RANK=ranks[i] (or i when ranks is NULL) and
  * WORLD_SIZE=worlds[i] (or world).  Returns 0 and fills status[i] with each
- * child's wait status; children still alive after timeout_s are killed. */
-static int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp_fn fn, void *arg,
-                       int timeout_s, int *status) {
+ * child's wait status; children still alive after timeout_s are killed.
+ * Child `frozen` (-1: none) is expected to stop itself: it is not waited for
+ * but SIGKILLed once the others are done. */
+static inline int mp_fork_run_frozen(int n, const int *ranks, int world, const int *worlds, mp_fn fn, void *arg,
+                                     int timeout_s, int frozen, int *status) {
     spmd_store_server *srv = NULL;
     char err[256];
     if (spmd_store_server_open("127.0.0.1", 0, &srv, err, sizeof err)) {
@@ -57,10 +59,20 @@ static int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp
         }
         pids[i] = pid;
     }
-    for (int i = 0; i < n; i++) waitpid(pids[i], &status[i], 0);
+    for (int i = 0; i < n; i++)
+        if (i != frozen) waitpid(pids[i], &status[i], 0);
+    if (frozen >= 0 && frozen < n) {
+        kill(pids[frozen], SIGKILL);
+        waitpid(pids[frozen], &status[frozen], 0);
+    }
     kill(store_pid, SIGKILL);
     waitpid(store_pid, NULL, 0);
     return 0;
+}
+
+static inline int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp_fn fn, void *arg,
+                              int timeout_s, int *status) {
+    return mp_fork_run_frozen(n, ranks, world, worlds, fn, arg, timeout_s, -1, status);
 }
 
 static int mp_exited_ok(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }

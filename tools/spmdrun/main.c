@@ -227,6 +227,7 @@ int main(int argc, char **argv) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGUSR1); /* print the workers' flight records (flight.c) */
     static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
         struct sigaction old;
@@ -283,6 +284,8 @@ int main(int argc, char **argv) {
             as.restart_count = attempt;
         }
         if (a.stop_signal) break;
+        if (sr_flight_begin(&a, as.restart_count, err, sizeof err))
+            fprintf(stderr, "spmdrun: %s (no flight records)\n", err);
         int nothers = 0;
         sr_attempt_result res =
             sr_supervise(&a, &as, multi ? sr_rdzv_tick : NULL, a.rdzv, &fail, others,
@@ -319,6 +322,7 @@ int main(int argc, char **argv) {
         /* How a round ended, for every node: "<kind>\n<summary>[\n<report entry>]". */
         char mine[SR_TAIL_BYTES + 2048] = "";
         if (res == SR_ATTEMPT_FAILED) {
+            sr_flight_report(&a, "the worker group failed", 0);
             failure_summary(&fail, summary, sizeof summary);
             size_t o = (size_t)snprintf(mine, sizeof mine, "%s\n", summary);
             sr_failure_format(&fail, mine + o, sizeof mine - o);
@@ -370,6 +374,7 @@ out:
     sr_rdzv_close(a.rdzv);
     spmd_store_server_stop(srv);
     sr_trust_sweep(&a, NULL, 0); /* nothing the job started outlives it */
+    sr_flight_end(&a);
     sr_guard_stop(&a);
     close(a.sigfd);
     if (a.stop_signal) {

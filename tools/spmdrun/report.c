@@ -27,7 +27,9 @@ void sr_now_text(char *out, size_t outlen) {
 
 size_t sr_failure_format(const sr_failure *f, char *out, size_t outlen) {
     char error[128];
-    if (f->signo)
+    if (f->stopped)
+        snprintf(error, sizeof error, "stopped (SIGSTOP or a debugger) while the others waited for it");
+    else if (f->signo)
         snprintf(error, sizeof error, "Signal %d (%s) received by PID %d", f->signo,
                  sr_signal_name(f->signo), (int)f->pid);
     else

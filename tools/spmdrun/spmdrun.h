@@ -158,12 +158,39 @@ typedef struct {
     char log_root[4096];            /* <log-dir>/<run-id>, "" when no files */
     int stop_signal;                /* signal that asked us to stop (0: none) */
     int stop_count;                 /* further stop signals after the first */
+    int dump_asked;                 /* SIGUSR1s received: print the flight records */
     sr_rdzv *rdzv;                  /* NULL on a single node */
+    /* flight records (flight.c) */
+    char flight_dir[4096];          /* this attempt's SPMD_RECORDER_DIR */
+    char flight_tmp[4096];          /* a temporary directory of ours, "" none */
+    double flight_since;            /* wall clock: older records are not this attempt's */
+    uint64_t flight_gen;            /* the last request's generation */
 } sr_agent;
 
 /* Drain the signalfd without waiting: records SIGINT/SIGTERM/SIGHUP/SIGQUIT
- * in a->stop_signal.  Returns a->stop_signal. */
+ * in a->stop_signal, counts SIGUSR1 in a->dump_asked.  Returns a->stop_signal. */
 int sr_agent_poll_signals(sr_agent *a);
+
+/* ---- flight.c: the workers' flight records (SPMD_RECORDER_DIR) ------------- */
+/* Choose and create this attempt's directory: SPMD_RECORDER_DIR when set,
+ * else <log root>/attempt_<k>/flight, else a temporary directory.  0 or -1. */
+int sr_flight_begin(sr_agent *a, int attempt, char *err, size_t errlen);
+/* Put SPMD_RECORDER_DIR into a worker's environment (*env is realloc()ed); 0 or -1. */
+int sr_flight_env(const sr_agent *a, char ***env);
+/* Ask every worker's groups for their records; returns the request's generation. */
+uint64_t sr_flight_request(sr_agent *a);
+/* How many records answer request `gen`. */
+int sr_flight_answered(const sr_agent *a, uint64_t gen);
+/* The rank most failure records of the job's world group blame (-1: none). */
+int sr_flight_culprit(const sr_agent *a, int world);
+/* After a failure: how many of these running workers have written no record
+ * of a failure or timeout yet (0: all have; -1: nobody wrote any record). */
+int sr_flight_missing(const sr_agent *a, const pid_t *pids, int n);
+/* Print the diagnosis of this attempt's records (those answering `gen` when
+ * gen > 0) to stderr, after "spmdrun: <why>". */
+void sr_flight_report(const sr_agent *a, const char *why, uint64_t gen);
+/* Remove the temporary directory, if we made one. */
+void sr_flight_end(sr_agent *a);
 
 /* ---- guard.c: kills the workers' process groups if spmdrun dies ----------- */
 /* Fork the guard (before any thread exists).  0 or -1 with err. */
@@ -193,7 +220,8 @@ typedef struct {
     char when[32];                  /* wall clock, torch's format */
     char host[SR_HOST_MAX];
     char tail[SR_TAIL_BYTES + 256]; /* last stderr lines, indented */
-    char note[128];                 /* "exited after rank 2 died (SIGKILL)" or "" */
+    char note[160];                 /* "exited after rank 2 died (SIGKILL)" or "" */
+    int stopped;                    /* it was stopped (SIGSTOP, a debugger) when the others failed */
 } sr_failure;
 
 typedef enum {

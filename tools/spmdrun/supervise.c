@@ -8,10 +8,12 @@
  * the rendezvous tick.
  *
  * The first failure (non-zero exit or a signal) ends the attempt: every other
- * worker's group gets SIGTERM, and SIGKILL when the grace period is over.  A
- * stop signal to spmdrun is forwarded the same way; a second one goes
- * straight to SIGKILL.  The attempt is over once every worker is reaped and
- * its pipes are drained.
+ * worker's group gets SIGTERM (and SIGCONT, so a stopped one acts on it), and
+ * SIGKILL when the grace period is over.  A stop signal to spmdrun is
+ * forwarded the same way; a second one goes straight to SIGKILL.  SIGUSR1
+ * asks the workers for their flight records (flight.c) and prints what they
+ * say, without stopping anything.  The attempt is over once every worker is
+ * reaped and its pipes are drained.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +36,10 @@
 /* After its exit, how long a worker's pipes may stay open (a descendant that
  * escaped the process group holds them). */
 #define EOF_GRACE_MS 2000
+/* After the first failure, how long the other workers may take to write
+ * their flight records (their groups fail within milliseconds) before
+ * SIGTERM, when the job keeps records at all. */
+#define RECORD_GRACE_MS 3000
 
 typedef struct {
     int local_rank, rank;
@@ -56,9 +62,11 @@ typedef struct {
     int n;
     phase ph;
     int64_t kill_at_ms;  /* SIGKILL deadline while STOPPING, -1 none */
+    int64_t term_at_ms;  /* SIGTERM deferred until then for the flight records, -1 none */
     int killed;          /* SIGKILL already sent */
     sr_attempt_result result;
     int root;            /* index of the first failure, -1 none */
+    int root_stopped;    /* the root cause is a worker that was stopped, not one that exited */
     int *others;         /* indices of other failures */
     int nothers, others_cap;
 } attempt;
@@ -74,6 +82,7 @@ int sr_agent_poll_signals(sr_agent *a) {
             if (a->stop_signal) a->stop_count++;
             else a->stop_signal = sig;
         }
+        if (sig == SIGUSR1) a->dump_asked++;
     }
     return a->stop_signal;
 }
@@ -136,8 +145,11 @@ static void child_exec(const sr_agent *a, worker *w, pid_t parent, int out_w, in
 }
 
 static void signal_groups(attempt *at, int sig) {
-    for (int i = 0; i < at->n; i++)
-        if (at->w[i].running && at->w[i].pid > 0) kill(-at->w[i].pid, sig);
+    for (int i = 0; i < at->n; i++) {
+        if (!at->w[i].running || at->w[i].pid <= 0) continue;
+        kill(-at->w[i].pid, sig);
+        if (sig != SIGKILL) kill(-at->w[i].pid, SIGCONT); /* a stopped worker acts on it now */
+    }
 }
 
 static void begin_stop(attempt *at, sr_attempt_result why, int sig) {
@@ -146,6 +158,30 @@ static void begin_stop(attempt *at, sr_attempt_result why, int sig) {
     at->result = why;
     signal_groups(at, sig);
     at->kill_at_ms = spmd__now_ms() + at->a->cfg->grace_ms;
+}
+
+/* The first failure ends the attempt, but the other workers' groups are
+ * failing too and each writes its flight record as it notices: SIGTERM
+ * waits until every running worker has one, RECORD_GRACE_MS at most (not at
+ * all when nobody wrote a record: the job keeps none). */
+static void begin_failed_stop(attempt *at) {
+    if (at->ph == STOPPING) return;
+    at->ph = STOPPING;
+    at->result = SR_ATTEMPT_FAILED;
+    at->term_at_ms = spmd__now_ms() + RECORD_GRACE_MS;
+}
+
+/* Send the deferred SIGTERM when the records are in or the grace is over. */
+static void maybe_term(attempt *at, int64_t now) {
+    if (at->term_at_ms < 0) return;
+    pid_t running[at->n > 0 ? at->n : 1];
+    int nr = 0;
+    for (int i = 0; i < at->n; i++) /* a stopped worker writes nothing: not worth waiting for */
+        if (at->w[i].running && !spmd__proc_stopped(at->w[i].pid)) running[nr++] = at->w[i].pid;
+    if (now < at->term_at_ms && nr && sr_flight_missing(at->a, running, nr) > 0) return;
+    at->term_at_ms = -1;
+    signal_groups(at, SIGTERM);
+    at->kill_at_ms = now + at->a->cfg->grace_ms;
 }
 
 static int failed_status(int st) { return !(WIFEXITED(st) && WEXITSTATUS(st) == 0); }
@@ -162,6 +198,10 @@ static void fill_failure(const attempt *at, const worker *w, sr_failure *f) {
     } else {
         f->exit_code = WEXITSTATUS(w->status);
     }
+    f->stopped = at->root_stopped && w == &at->w[at->root];
+    if (f->stopped)
+        snprintf(f->note, sizeof f->note, "the other ranks lost its heartbeat; spmdrun ended it (%s)",
+                 f->signo ? sr_signal_name(f->signo) : "exit");
     snprintf(f->when, sizeof f->when, "%s", w->when);
     snprintf(f->host, sizeof f->host, "%s", at->a->host);
     sr_stream_tail(&w->err, SR_TAIL_LINES, "    ", f->tail, sizeof f->tail);
@@ -218,10 +258,25 @@ static void reap(attempt *at) {
                 break;
             }
     }
+    /* Nobody died by a signal: a worker that is stopped is what the others
+     * gave up on (their heartbeat error names it).  Stopped by a signal
+     * counts; held by a tracer only when the records blame it (a debugger;
+     * LeakSanitizer traces a process as it exits too). */
+    if (!WIFSIGNALED(at->w[root].status)) {
+        int blamed = sr_flight_culprit(at->a, at->as->world_size);
+        for (int i = 0; i < at->n; i++) {
+            int how = at->w[i].running ? spmd__proc_stopped(at->w[i].pid) : 0;
+            if (how == 1 || (how == 2 && at->w[i].rank == blamed)) {
+                root = i;
+                at->root_stopped = 1;
+                break;
+            }
+        }
+    }
     at->root = root;
     for (int k = 0; k < nb; k++)
         if (batch[k] != root && at->nothers < at->others_cap) at->others[at->nothers++] = batch[k];
-    begin_stop(at, SR_ATTEMPT_FAILED, SIGTERM);
+    begin_failed_stop(at);
 }
 
 static int spawn_all(attempt *at, char *err, size_t errlen) {
@@ -323,7 +378,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                                void *tick_arg, sr_failure *fail, sr_failure *others,
                                int nothers_cap, int *nothers, char *err, size_t errlen) {
     attempt at = {.a = a, .as = as, .n = as->local_world_size, .ph = RUNNING,
-                  .kill_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
+                  .kill_at_ms = -1, .term_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
                   .nothers = 0, .others_cap = nothers_cap};
     memset(fail, 0, sizeof *fail);
     *nothers = 0;
@@ -346,7 +401,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         w->rank = as->rank_offset + i;
         w->exec_fd = -1;
         w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
-        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) ||
+        if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) || sr_flight_env(a, &w->env) < 0 ||
             !(w->argv = sr_argv_build(a->cfg, i))) {
             snprintf(spawn_err, sizeof spawn_err, "out of memory");
             break;
@@ -359,6 +414,11 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     }
 
     int64_t next_tick = tick ? spmd__now_ms() + a->cfg->monitor_interval_ms : -1;
+    /* a SIGUSR1's request for flight records: look every 100 ms for the
+     * answers, print them all or what came within the deadline */
+    int dumps_seen = a->dump_asked;
+    uint64_t dump_gen = 0;
+    int64_t dump_look = -1, dump_deadline = -1;
     for (;;) {
         int live = 0, open_streams = 0;
         for (int i = 0; i < at.n; i++) {
@@ -371,7 +431,9 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         int64_t wake = -1;
 #define SOONER(t) do { if ((t) >= 0 && (wake < 0 || (t) < wake)) wake = (t); } while (0)
         if (at.ph == RUNNING) SOONER(next_tick);
+        SOONER(dump_look);
         if (at.ph == STOPPING && !at.killed) SOONER(at.kill_at_ms);
+        if (at.term_at_ms >= 0) SOONER(now + 20); /* look for the records again */
         int np = 0;
         pfd[np] = (struct pollfd){.fd = a->sigfd, .events = POLLIN, .revents = 0};
         pmap[np++] = -1;
@@ -414,7 +476,13 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             sr_agent_poll_signals(a);
             if (a->stop_signal && !before) {
                 if (at.ph == RUNNING) begin_stop(&at, SR_ATTEMPT_INTERRUPTED, a->stop_signal);
-                else signal_groups(&at, a->stop_signal); /* already stopping: pass it on */
+                else { /* already stopping: pass it on, records or not */
+                    signal_groups(&at, a->stop_signal);
+                    if (at.term_at_ms >= 0) {
+                        at.term_at_ms = -1;
+                        at.kill_at_ms = spmd__now_ms() + a->cfg->grace_ms;
+                    }
+                }
             } else if (a->stop_count > count && !at.killed) {
                 signal_groups(&at, SIGKILL); /* asked twice: no more grace */
                 at.killed = 1;
@@ -422,7 +490,8 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             reap(&at);
         }
         now = spmd__now_ms();
-        if (at.ph == STOPPING && !at.killed && now >= at.kill_at_ms) {
+        maybe_term(&at, now);
+        if (at.ph == STOPPING && !at.killed && at.kill_at_ms >= 0 && now >= at.kill_at_ms) {
             signal_groups(&at, SIGKILL);
             at.killed = 1;
         }
@@ -431,6 +500,21 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
             for (int k = 0; k < 2; k++)
                 if (s[k]->fd >= 0 && s[k]->eof_deadline_ms >= 0 && now >= s[k]->eof_deadline_ms)
                     sr_stream_close(s[k]);
+        }
+        if (a->dump_asked != dumps_seen && at.ph == RUNNING) {
+            dumps_seen = a->dump_asked;
+            dump_gen = sr_flight_request(a);
+            fprintf(stderr, "spmdrun: SIGUSR1: asking the workers for their flight records\n");
+            dump_deadline = now + 3000;
+            dump_look = now + 100;
+        }
+        if (dump_look >= 0 && now >= dump_look) {
+            if (now >= dump_deadline || sr_flight_answered(a, dump_gen) >= at.n) {
+                sr_flight_report(a, "on SIGUSR1 (the job goes on)", dump_gen);
+                dump_look = -1;
+            } else {
+                dump_look = now + 100;
+            }
         }
         if (at.ph == RUNNING && tick && now >= next_tick) {
             char terr[512] = "";
@@ -447,7 +531,10 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     if (at.root >= 0) fill_failure(&at, &at.w[at.root], fail);
     for (int k = 0; k < at.nothers; k++) {
         fill_failure(&at, &at.w[at.others[k]], &others[k]);
-        if (fail->valid && !others[k].signo)
+        if (fail->valid && fail->stopped && !others[k].signo)
+            snprintf(others[k].note, sizeof others[k].note,
+                     "exited after rank %d stopped responding - not the root cause", fail->rank);
+        else if (fail->valid && !others[k].signo)
             snprintf(others[k].note, sizeof others[k].note,
                      "exited after rank %d %s (%s) - not the root cause", fail->rank,
                      fail->signo ? "died" : "failed",
