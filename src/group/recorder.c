@@ -368,6 +368,7 @@ void spmd__rec_timeout(spmd_group *g, const char *msg) {
 /* A send or receive is posted (the engine's lock held): number it. */
 static void on_post(void *arg, spmd__preq *q) {
     spmd_group *g = arg;
+    if (!q->recorded) return; /* not a spmd_work's: rpc posts requests of its own */
     spmd_work *w = (spmd_work *)(void *)((char *)q - offsetof(spmd_work, req));
     if (w->kind == SPMD__W_COLL) return;
     w->rec_ticket = spmd__rec_p2p_post(g->rec, q->send, q->peer, q->tag, q->len, q->dtype);

@@ -146,6 +146,8 @@ struct spmd__preq {
     int dtype;       /* spmd_dtype of the elements (checked against the other side), -1: none */
     int source;      /* the sender, once matched */
     int waiting;     /* the poster waits for it at once (blocking call): it drives the engine itself */
+    int recorded;    /* on_post numbers it: a group's send or receive (the flight recorder's);
+                        the layers that post their own (rpc) leave it 0 */
     uint64_t id;     /* rendezvous id */
     uint64_t seal;   /* a send read by cross-memory attach: what the reader must find here after the
                         payload (changed before the buffer is handed back early) */
