@@ -28,6 +28,7 @@
 #ifndef SPMD_TRANSPORT_PATH_H
 #define SPMD_TRANSPORT_PATH_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -46,6 +47,10 @@ typedef struct {
     int (*disarm)(spmd__path *p);
     void (*lower)(spmd__path *p);
     void (*free)(spmd__path *p);
+    /* Copy up to len bytes that read would return, without consuming them:
+     * bytes copied, 0 when the peer closed, -1 with errno (EAGAIN: none).
+     * Optional (NULL: never any); desync.c peeks at waiting headers. */
+    ssize_t (*peek)(spmd__path *p, void *buf, size_t len);
 } spmd__path_ops;
 
 struct spmd__path {
@@ -64,6 +69,11 @@ static inline int spmd__path_arm(spmd__path *p, int reading, int writing) {
 static inline void spmd__path_lower(spmd__path *p) { p->ops->lower(p); }
 static inline int spmd__path_disarm(spmd__path *p) { return p->ops->disarm(p); }
 static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
+static inline ssize_t spmd__path_peek(spmd__path *p, void *buf, size_t len) {
+    if (p->ops->peek) return p->ops->peek(p, buf, len);
+    errno = EAGAIN;
+    return -1;
+}
 
 /* A TCP path over connection fd (path_tcp.c); NULL when out of memory. */
 spmd__path *spmd__path_tcp(int fd, int peer);

@@ -34,6 +34,11 @@ typedef struct {
      * step's number with another's hash */
     _Alignas(64) _Atomic uint64_t flag;
     _Alignas(64) _Atomic uint32_t sleepers; /* ranks waiting on our flag in futex */
+    /* the collective this rank runs (desync.c): sequence number << 32 |
+     * descriptor, and what a mismatch message names (algorithm, segment size,
+     * in the agreement step); written when a collective starts */
+    _Alignas(64) _Atomic uint64_t coll_id;
+    _Atomic uint64_t coll_info;
 } seg_header;
 
 typedef struct {

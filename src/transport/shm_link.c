@@ -168,7 +168,7 @@ static int shm_disarm(spmd__path *pp) {
 
 static void shm_free(spmd__path *pp) { free(pp); }
 
-static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm_disarm, shm_lower, shm_free};
+static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm_disarm, shm_lower, shm_free, NULL};
 
 /* ---- set-up ---------------------------------------------------------------- */
 
