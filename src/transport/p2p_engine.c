@@ -589,7 +589,7 @@ static void read_peer(spmd__p2p *p, int i) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            peer_died(p, i, strerror(errno));
+            peer_died(p, i, spmd__path_strerror(errno));
             return;
         }
         if (!pe->in_payload) {

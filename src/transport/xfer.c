@@ -150,8 +150,9 @@ static spmd_status peer_gone(spmd__coll_ctx *c, int peer, const char *how) {
 
 /* errno of a failed send/recv on the connection to peer, as a status. */
 static spmd_status sock_error(spmd__coll_ctx *c, int peer) {
-    char how[128];
-    snprintf(how, sizeof how, "is unreachable: %s", strerror(errno));
+    char how[256];
+    int e = errno;
+    snprintf(how, sizeof how, "%s: %s", e == EBADMSG ? "cannot be trusted" : "is unreachable", spmd__path_strerror(e));
     return peer_gone(c, peer, how);
 }
 
