@@ -90,7 +90,10 @@ ddp() {
 
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    for m in auth off; do
+    # which mode goes first alternates, so a drift in the load favours neither
+    first=auth second=off
+    [ $((r % 2)) = 0 ] && first=off second=auth
+    for m in $first $second; do
         run ar "$m" allreduce 4096 2000
         run pp "$m" pingpong 4096 2000
         run ar "${m}_tcp" allreduce 4096 2000
@@ -100,7 +103,9 @@ while [ "$r" -le "$ROUNDS" ]; do
         run cpuar "${m}_tcp" cpu_allreduce
         run cpuddp "$m" cpu_ddp
     done
-    for m in plain_tcp enc_tcp; do
+    first=plain_tcp second=enc_tcp
+    [ $((r % 2)) = 0 ] && first=enc_tcp second=plain_tcp
+    for m in $first $second; do
         run arbig "$m" allreduce $((16 * 1024 * 1024)) 20
         run ppbig "$m" pingpong $((16 * 1024 * 1024)) 50
     done
