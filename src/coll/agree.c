@@ -20,11 +20,12 @@
  * Rooted collectives are different: a broadcast leaf only hears from its
  * parent, a reduce or gather leaf only sends, so a rank could succeed while
  * its peers disagree.  They run the agreement step first: every rank learns
- * the smallest and the largest (descriptor, rank) of the group — one slot
- * sync when every pair shares memory (each rank reads all the records),
- * else ceil(log2 w) rounds of recursive doubling (dissemination) over the
- * wire — and all decide alike: go on, or SPMD_ERR_MISMATCH with the same
- * message everywhere and the group still usable (nothing else moved).  A
+ * the smallest and the largest (descriptor, rank) of the group in
+ * ceil(log2 w) rounds of recursive doubling (dissemination) — over the
+ * rings when every pair shares memory (measured: faster than a sync of the
+ * collective slots, whose waiters yield less) — and all decide alike: go
+ * on, or SPMD_ERR_MISMATCH with the same message everywhere and the group
+ * still usable (nothing else moved).  A
  * rank that could not choose an algorithm (an invalid SPMD_ALGO_* setting on
  * that rank only) takes part with "no algorithm", so its peers never wait
  * for it in vain. */
@@ -152,30 +153,10 @@ static spmd_status verdict(spmd__coll_ctx *c, const record *lo, const record *hi
 
 /* ---- the exchange ------------------------------------------------------------ */
 
-/* Every rank writes its record in its slot, one sync, every rank reads all. */
-static spmd_status agree_shm(spmd__coll_ctx *c, const record *mine, record *lo, record *hi) {
-    const int w = spmd__ctx_world(c), me = spmd__ctx_rank(c);
-    unsigned char **slot = spmd__tmp(c, 0, sizeof(unsigned char *) * (size_t)w);
-    if (!slot) return SPMD__NOMEM(c, "agreement", sizeof(unsigned char *) * (size_t)w);
-    for (int r = 0; r < w; r++) slot[r] = spmd__shm_coll_slot(c, r);
-    put_rec(slot[me], mine);
-    c->agreeing = 1;
-    spmd_status st = spmd__shm_coll_sync(c);
-    c->agreeing = 0;
-    if (st) return st;
-    for (int r = 0; r < w; r++) {
-        record in;
-        get_rec(slot[r], &in);
-        in.rank = (uint32_t)r; /* the slot says whose it is */
-        merge(lo, hi, &in);
-    }
-    return SPMD_OK;
-}
-
 /* Dissemination: in round k send the (smallest, largest) seen so far to
  * rank + 2^k and merge what rank - 2^k sends; after ceil(log2 w) rounds
  * every rank has seen every record. */
-static spmd_status agree_wire(spmd__coll_ctx *c, record *lo, record *hi) {
+static spmd_status disseminate(spmd__coll_ctx *c, record *lo, record *hi) {
     const int w = spmd__ctx_world(c), me = spmd__ctx_rank(c);
     unsigned char out[2 * REC], in[2 * REC];
     spmd_status st = SPMD_OK;
@@ -201,6 +182,6 @@ spmd_status spmd__coll_agree(spmd__coll_ctx *c, const spmd__coll_args *a) {
     mine.desc = c->desc;
     mine.rank = (uint32_t)spmd__ctx_rank(c);
     record lo = mine, hi = mine;
-    spmd_status st = spmd__shm_coll_usable(c) ? agree_shm(c, &mine, &lo, &hi) : agree_wire(c, &lo, &hi);
+    spmd_status st = disseminate(c, &lo, &hi);
     return st ? st : verdict(c, &lo, &hi);
 }

@@ -11,8 +11,7 @@
  * The flag carries a hash of the collective (kind, sequence number,
  * descriptor) with the step number, so ranks in different collectives, or
  * with different arguments or algorithms, fail with SPMD_ERR_MISMATCH
- * instead of mixing data (in the agreement step, coll/agree.c, the
- * descriptor is left out: the slots then carry what each rank runs).  A peer
+ * instead of mixing data.  A peer
  * running a collective over the wire instead shows up as bytes on its
  * collective ring, or in its announcement (desync.c), which is a mismatch
  * too.
@@ -57,7 +56,7 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 
 static uint32_t coll_hash(const spmd__coll_ctx *c) {
     uint32_t h = 2166136261u;
-    uint32_t v[3] = {(uint32_t)c->kind, c->seq, c->agreeing ? 0x41475245u /* "AGRE" */ : c->desc};
+    uint32_t v[3] = {(uint32_t)c->kind, c->seq, c->desc};
     const unsigned char *p = (const unsigned char *)v;
     for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
     return h;
