@@ -36,12 +36,6 @@
 
 /* ---- the descriptor -------------------------------------------------------- */
 
-static uint32_t fnv(uint32_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
-    return h;
-}
-
 int spmd__coll_is_rooted(spmd__coll_kind k) {
     return k == SPMD__C_BROADCAST || k == SPMD__C_REDUCE || k == SPMD__C_GATHER || k == SPMD__C_SCATTER;
 }
@@ -71,7 +65,7 @@ static void fill(record *r, const spmd__coll_args *a, int algo, size_t seg) {
 
 static uint32_t hash_record(spmd__coll_kind kind, const record *r) {
     uint64_t v[7] = {(uint64_t)kind, r->count, r->dt, r->op, (uint64_t)(int64_t)r->root, r->algo, r->seg};
-    return fnv(2166136261u, v, sizeof v);
+    return spmd__hash_words(v, 7);
 }
 
 uint32_t spmd__coll_describe(const spmd__coll_args *a, int algo, size_t seg) {

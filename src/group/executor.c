@@ -48,6 +48,10 @@ void spmd__coll_args_free(spmd__coll_args *a) {
 static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *errbuf, size_t errlen) {
     spmd__coll_ctx *c = &g->exec->ctx;
     c->use_cma = waited;
+    /* Yield while spinning when another thread may want this core: a peer
+     * rank (more ranks than cores), or, for a collective in the background,
+     * the caller's computation. */
+    c->yield_in_spin = g->t.oversubscribed || !waited;
     char fmsg[SPMD__ERRLEN];
     spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
     if (st) {
@@ -138,14 +142,7 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     e->ctx.m = &g->t;
     size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
     e->ctx.segment_bytes = seg & ~(size_t)63;
-    /* Busy-polling pays when every rank of the node has a core; when the node
-     * is oversubscribed a spinning rank steals the core its peer needs. */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int oversubscribed = ncpu > 0 && g->local_world > ncpu;
-    e->ctx.spin_ns = (uint64_t)env_size("SPMD_SPIN_US", oversubscribed ? 5 : 200, 0, 1000000) * 1000u;
-    /* Yield while spinning: the peer rank or our own executor thread may be
-     * waiting for this core. */
-    e->ctx.yield_in_spin = 1;
+    e->ctx.spin_ns = g->t.spin_ns; /* the mesh's busy-poll budget (SPMD_SPIN_US) */
     g->exec = e;
     return SPMD_OK;
 }
@@ -216,7 +213,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
         return SPMD_OK;
     }
     spmd_status st = spmd_work_wait(w, -1);
-    if (st == SPMD_ERR_TIMEOUT && !atomic_load(&w->done)) {
+    if (st == SPMD_ERR_TIMEOUT && spmd_work_test(w) == SPMD_ERR_AGAIN) {
         /* The executor has its own deadline; the wait above only overshoots
          * when collectives queued ahead took long.  Wait for it to finish. */
         st = spmd_work_wait(w, 1 << 30);

@@ -1,10 +1,11 @@
 /* connect.c — bringing a mesh up: the TCP connections (mesh.c, with their
  * handshake), one path per channel and peer (encrypted when the handshake
  * said so: path_sealed.c), then what the pairs under one kernel can do
- * besides (cma.c: read each other's memory; shm_link.c: shared-memory rings,
- * which replace those pairs' paths).  The set-up exchanges of cma.c and
- * shm_link.c go on the raw connections before any path moves a byte: they
- * carry process ids, boot ids and random tokens, never job data. */
+ * besides (cma.c: read each other's memory; shm_link.c sets up the
+ * shared-memory rings of shm_ring.c, which replace those pairs' paths).  The
+ * set-up exchanges of cma.c and shm_link.c go on the raw connections before
+ * any path moves a byte: they carry process ids, boot ids and random tokens,
+ * never job data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,6 +17,11 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, spmd_store *store, const char *bin
                                char *err, size_t errlen) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     m->oversubscribed = ncpu > 0 && m->local_world > ncpu;
+    /* Busy-polling pays when every rank of the host has a core; when ranks
+     * outnumber cores a spinning rank steals the core its peer needs. */
+    long spin_us = m->oversubscribed ? 5 : 200;
+    if (spmd__env_int("SPMD_SPIN_US", 0, 1000000, &spin_us) != SPMD_OK) spin_us = m->oversubscribed ? 5 : 200;
+    m->spin_ns = (uint64_t)spin_us * 1000u;
     spmd__link_keys *keys = calloc((size_t)SPMD__NCHAN * (size_t)m->world, sizeof *keys);
     if (!keys) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, keys,

@@ -9,11 +9,12 @@
  *
  * Kinds: "tcp" (path_tcp.c, the connection itself), "tcp+aes-gcm"
  * (path_sealed.c, the connection encrypted, SPMD_ENCRYPT=1) and "shm"
- * (shm_link.c, a pair of single-producer/single-consumer rings in shared
- * memory; no system call on the fast path).  Every path keeps its TCP connection: it is
- * what a waiter sleeps on (poll/epoll) and how a dead peer is noticed (the
- * kernel closes it).  A shared-memory writer whose reader went to sleep
- * wakes it with one byte on that connection (a doorbell).
+ * (shm_ring.c, a pair of single-producer/single-consumer rings in shared
+ * memory; no system call on the fast path).  Every path keeps its TCP
+ * connection: it is what a waiter sleeps on (poll/epoll) and how a dead
+ * peer is noticed (the kernel closes it).  A shared-memory writer whose
+ * reader went to sleep wakes it with one byte on that connection (a
+ * doorbell).
  *
  * Sleeping on a path, for a thread that found nothing to do:
  *   spmd__path_arm(p, reading, writing)
@@ -25,6 +26,14 @@
  *                        the peer closed its connection, else 1
  *   spmd__path_lower(p)  stand down as reader without sleeping (a thread
  *                        that polls the path itself needs no doorbell)
+ *   spmd__path_idle(p)   a sleeper that waits for nothing on this path: the
+ *                        writer rings only once the ring is half full (so
+ *                        unexpected messages get drained); returns 1 when it
+ *                        already is
+ *   spmd__path_pending(p) bytes may be there to read (no system call; a TCP
+ *                        path cannot tell and says 1)
+ *   spmd__path_kick(p)   ring the doorbell whatever the flags say (an abort
+ *                        notice must wake a reader that waits for nothing)
  *
  * After writev says EAGAIN (or writes less than offered), the caller offers
  * the bytes it has not written again, first: it may not put other bytes
@@ -52,6 +61,9 @@ typedef struct {
     int (*arm)(spmd__path *p, int reading, int writing);
     int (*disarm)(spmd__path *p);
     void (*lower)(spmd__path *p);
+    int (*idle)(spmd__path *p);
+    int (*pending)(spmd__path *p);
+    void (*kick)(spmd__path *p);
     void (*free)(spmd__path *p);
     /* Copy up to len bytes that read would return, without consuming them:
      * bytes copied, 0 when the peer closed, -1 with errno (EAGAIN: none).
@@ -74,6 +86,9 @@ static inline int spmd__path_arm(spmd__path *p, int reading, int writing) {
 }
 static inline void spmd__path_lower(spmd__path *p) { p->ops->lower(p); }
 static inline int spmd__path_disarm(spmd__path *p) { return p->ops->disarm(p); }
+static inline int spmd__path_idle(spmd__path *p) { return p->ops->idle(p); }
+static inline int spmd__path_pending(spmd__path *p) { return p->ops->pending(p); }
+static inline void spmd__path_kick(spmd__path *p) { p->ops->kick(p); }
 static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
 static inline ssize_t spmd__path_peek(spmd__path *p, void *buf, size_t len) {
     if (p->ops->peek) return p->ops->peek(p, buf, len);
@@ -113,5 +128,10 @@ spmd_status spmd__shm_link_setup(struct spmd__mesh *m, int mode, int64_t deadlin
 void spmd__shm_link_free(spmd__shm_link *l);
 /* Peers reached by shared memory (0 when none). */
 int spmd__shm_link_peers(const spmd__shm_link *l);
+/* A waiter about to spin on `peer` (-1: any peer): 1 when that peer last
+ * waited on the CPU we run on now, so spinning would keep it off the core it
+ * needs (the scheduler put both ranks on one core; spin yielding then).  Also
+ * publishes our own CPU for the peers' waits.  No system call. */
+int spmd__shm_shares_cpu(spmd__shm_link *l, int peer);
 
 #endif

@@ -237,6 +237,9 @@ static int sealed_arm(spmd__path *p, int reading, int writing) {
 }
 static int sealed_disarm(spmd__path *p) { (void)p; return 1; }
 static void sealed_lower(spmd__path *p) { (void)p; }
+static int sealed_idle(spmd__path *p) { (void)p; return 0; }
+static int sealed_pending(spmd__path *p) { (void)p; return 1; } /* as TCP: cannot tell without a system call */
+static void sealed_kick(spmd__path *p) { (void)p; }
 
 static void sealed_free(spmd__path *p) {
     sealed *s = (sealed *)p;
@@ -251,8 +254,9 @@ static void sealed_free(spmd__path *p) {
     free(s);
 }
 
-const spmd__path_ops spmd__path_sealed_ops = {"tcp+aes-gcm", sealed_writev, sealed_read, sealed_arm,
-                                              sealed_disarm,  sealed_lower,  sealed_free, sealed_peek};
+const spmd__path_ops spmd__path_sealed_ops = {"tcp+aes-gcm", sealed_writev, sealed_read,    sealed_arm,
+                                              sealed_disarm, sealed_lower,  sealed_idle,    sealed_pending,
+                                              sealed_kick,   sealed_free,   sealed_peek};
 
 spmd__path *spmd__path_sealed(int fd, int peer, const unsigned char tx_key[32], const unsigned char rx_key[32]) {
     sealed *s = calloc(1, sizeof *s);
