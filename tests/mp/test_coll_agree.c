@@ -271,13 +271,9 @@ static int harmless(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int worlds[8], nw = 0;
-    for (int i = 1; i < argc && nw < 8; i++) worlds[nw++] = atoi(argv[i]);
-    if (nw == 0) worlds[nw++] = 2, worlds[nw++] = 4;
-    const char *fixed = getenv("SPMD_TRANSPORT");
-    const char *transports[2] = {"tcp", "auto"};
-    int nt = fixed && *fixed ? 1 : 2;
-    if (nt == 1) transports[0] = fixed;
+    int worlds[8];
+    const char *transports[2];
+    const int nw = test_worlds(argc, argv, worlds, (const int[]){2, 4}, 2), nt = test_transports(transports);
     for (int t = 0; t < nt; t++) {
         setenv("SPMD_TRANSPORT", transports[t], 1);
         for (int i = 0; i < nw; i++) {
