@@ -1,7 +1,8 @@
 /* auth_setup.c — what authentication costs at connection set-up: the time of
  * spmd_store_connect (TCP connect + handshake) and of spmd_group_init (store
  * rendezvous + the whole mesh) with the job secret and with SPMD_AUTH=off,
- * interleaved in one run.  Prints medians.
+ * and of spmd_group_init with SPMD_ENCRYPT=1 too (keys derived for every
+ * connection), interleaved in one run.  Prints medians.
  *   auth_setup [store connects per mode] [group inits per mode] [world] */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -47,11 +48,10 @@ int main(int argc, char **argv) {
     int nconn = argc > 1 ? atoi(argv[1]) : 2000, ninit = argc > 2 ? atoi(argv[2]) : 20;
     int world = argc > 3 ? atoi(argv[3]) : 4;
     setenv("SPMD_LOG_LEVEL", "error", 1);
-    double *c[2], *g[2];
-    for (int m = 0; m < 2; m++) {
-        c[m] = calloc((size_t)nconn, sizeof(double));
-        g[m] = calloc((size_t)ninit, sizeof(double));
-        if (!c[m] || !g[m]) return 1;
+    double *c[2], *g[3];
+    for (int m = 0; m < 3; m++) {
+        if (m < 2 && !(c[m] = calloc((size_t)nconn, sizeof(double)))) return 1;
+        if (!(g[m] = calloc((size_t)ninit, sizeof(double)))) return 1;
     }
     if (pipe(fds)) return 1;
     /* One server per mode: a server's mode is fixed when it starts. */
@@ -81,9 +81,11 @@ int main(int argc, char **argv) {
         }
     for (int m = 0; m < 2; m++) spmd_store_server_stop(srv[m]);
     for (int i = 0; i < ninit; i++)
-        for (int m = 0; m < 2; m++) {
-            if (m) setenv("SPMD_AUTH", "off", 1);
+        for (int m = 0; m < 3; m++) { /* auth, SPMD_AUTH=off, auth + SPMD_ENCRYPT=1 */
+            if (m == 1) setenv("SPMD_AUTH", "off", 1);
             else unsetenv("SPMD_AUTH");
+            if (m == 2) setenv("SPMD_ENCRYPT", "1", 1);
+            else unsetenv("SPMD_ENCRYPT");
             char rep[512];
             if (spmd_spawn(world, rank_fn, NULL, rep, sizeof rep)) {
                 fprintf(stderr, "spawn: %s\n", rep);
@@ -92,10 +94,11 @@ int main(int argc, char **argv) {
             if (read(fds[0], &g[m][i], sizeof(double)) != (ssize_t)sizeof(double)) return 1;
         }
     double ca = median(c[0], nconn), co = median(c[1], nconn);
-    double ga = median(g[0], ninit), go = median(g[1], ninit);
+    double ga = median(g[0], ninit), go = median(g[1], ninit), ge = median(g[2], ninit);
     printf("store connect (median of %d): auth %.1f us, SPMD_AUTH=off %.1f us, +%.1f us (%.2fx)\n",
            nconn, ca, co, ca - co, ca / co);
     printf("group init, world %d (median of %d, slowest rank): auth %.0f us, SPMD_AUTH=off %.0f "
-           "us, %+.1f%%\n", world, ninit, ga, go, 100.0 * (ga - go) / go);
+           "us, %+.1f%%; auth + SPMD_ENCRYPT=1 %.0f us, %+.1f%%\n",
+           world, ninit, ga, go, 100.0 * (ga - go) / go, ge, 100.0 * (ge - go) / go);
     return 0;
 }

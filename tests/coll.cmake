@@ -31,6 +31,13 @@ spmd_test(test_coll_async SOURCES mp/test_coll_async.c LABELS mp TIMEOUT 200)
 # that disagree (error on every rank, never a hang).
 spmd_test(test_coll_errors SOURCES mp/test_coll_errors.c LABELS mp TIMEOUT 200)
 
+# ranks that disagree on the algorithm (every pair), the segment size or the
+# root: SPMD_ERR_MISMATCH on every rank, naming it (issue 13 point 7).
+spmd_test(test_coll_agree SOURCES mp/test_coll_agree.c LABELS mp TIMEOUT 300)
+# a rank leaving a failed group says why before its goodbye: the others
+# report that cause, not the goodbye.
+spmd_test(test_leave_failed SOURCES mp/test_leave_failed.c LABELS mp TIMEOUT 120)
+
 # The seed examples (examples/*.c) run standalone; their exit status is the verdict.
 foreach(ex allreduce_ones butterfly collective_asserts)
   add_test(NAME example_${ex} COMMAND ${ex})

@@ -61,3 +61,19 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_libraries(fuzz_flight_record PRIVATE m)
   set_target_properties(fuzz_flight_record PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
+
+# The record layer of encrypted links (SPMD_ENCRYPT=1): bytes from the network
+# through a socket pair into a sealed path.
+spmd_test(fuzz_sealed_replay SOURCES fuzz/fuzz_sealed.c fuzz/replay_main_data.c LABELS unit fuzz TIMEOUT 120)
+if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_sealed fuzz/fuzz_sealed.c ${PROJECT_SOURCE_DIR}/src/transport/path_sealed.c
+                 ${PROJECT_SOURCE_DIR}/src/auth/seal.c ${PROJECT_SOURCE_DIR}/src/common/error.c
+                 ${PROJECT_SOURCE_DIR}/src/common/log.c ${PROJECT_SOURCE_DIR}/src/common/clock.c)
+  target_include_directories(fuzz_sealed PRIVATE ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(fuzz_sealed PRIVATE -fsanitize=fuzzer,address,undefined
+                         -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_sealed PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_sealed PRIVATE OpenSSL::Crypto Threads::Threads)
+  set_target_properties(fuzz_sealed PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+endif()

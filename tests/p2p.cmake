@@ -11,6 +11,12 @@ foreach(ex sendrecv one_param)
   set_tests_properties(test_valgrind_${ex} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "mp;valgrind;no-asan;no-tsan")
 endforeach()
 spmd_test(test_mesh SOURCES unit/test_mesh.c LABELS unit TIMEOUT 60)
+# SPMD_ENCRYPT=1: the record layer over socket pairs (partial writes,
+# tampering, truncation, replays) and the keys a real handshake derives
+spmd_test(test_path_sealed SOURCES unit/test_path_sealed.c LABELS unit TIMEOUT 60)
+# ... and a job: correct results, no plaintext in a capture of its sockets,
+# a flipped bit fails the group naming the peer
+spmd_test(test_encrypt SOURCES mp/test_encrypt.c LABELS mp TIMEOUT 120)
 spmd_test(test_env_launchers SOURCES mp/test_env_launchers.c LABELS mp TIMEOUT 120)
 add_test(NAME test_mpirun COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mp/test_mpirun.sh $<TARGET_FILE:netns_worker>)
 set_tests_properties(test_mpirun PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "mp")

@@ -48,6 +48,8 @@ spmd_status spmd__auth_random(void *buf, size_t n);
 void spmd__auth_mac(const spmd__auth *key, const char *label, const void *a, size_t alen,
                     const void *b, size_t blen, const void *c, size_t clen,
                     unsigned char mac[SPMD__AUTH_MAC]);
+/* Overwrite secret bytes (OPENSSL_cleanse: not optimised away). */
+void spmd__auth_wipe(void *p, size_t n);
 /* Constant-time comparison of two proofs: 1 when equal. */
 int spmd__auth_equal(const unsigned char *x, const unsigned char *y, size_t n);
 

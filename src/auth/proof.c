@@ -50,6 +50,8 @@ void spmd__auth_mac(const spmd__auth *key, const char *label, const void *a, siz
         memset(mac, 0, SPMD__AUTH_MAC);
 }
 
+void spmd__auth_wipe(void *p, size_t n) { OPENSSL_cleanse(p, n); }
+
 int spmd__auth_equal(const unsigned char *x, const unsigned char *y, size_t n) {
     return CRYPTO_memcmp(x, y, n) == 0;
 }

@@ -32,5 +32,6 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/gather_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/select.c
+  ${CMAKE_CURRENT_LIST_DIR}/agree.c
   ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "coll/agree.h"
 #include "coll/algos.h"
 
 #define KiB ((size_t)1024)
@@ -183,6 +184,14 @@ static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     return NULL;
 }
 
+/* An algorithm's id on the wire: the index of its first row (the same on
+ * every rank: they run the same table). */
+static int algo_id(const algo_row *row) { return (int)(find_named(row->kind, row->name) - TABLE); }
+
+static const char *algo_label(int kind, int id) {
+    return id >= 0 && (size_t)id < NROWS && (int)TABLE[id].kind == kind ? TABLE[id].name : NULL;
+}
+
 const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm) {
     const algo_row *t = auto_row(a, w, shm);
     return t ? t->name : NULL;
@@ -257,29 +266,66 @@ static size_t a2a_recv_extent(const spmd__coll_args *a, int w) {
     return ext;
 }
 
-spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
-    const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
-    if ((int)a->kind <= 0 || a->kind >= SPMD__C_KIND_COUNT)
-        return spmd__coll_fail(c, SPMD_ERR_INVALID, "unknown collective kind %d", (int)a->kind);
-
+/* The row this call runs: SPMD_OK, or SPMD_ERR_INVALID with the reason in
+ * why (an unknown name, no algorithm for this world size, a row that needs
+ * shared memory the mesh does not have) — decided by this rank alone. */
+static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const algo_row **out, char *why,
+                          size_t whylen) {
+    const int w = spmd__ctx_world(c);
     const algo_row *row = NULL;
     char var[64];
     const char *name = a->algo[0] ? a->algo : env_choice(a->kind, var, sizeof var);
     if (name) {
         row = find_named(a->kind, name);
         if (!row) {
-            char msg[SPMD__ERRLEN], origin[96];
+            char origin[96];
             if (a->algo[0]) snprintf(origin, sizeof origin, " (spmd_coll_opts.algo)");
             else snprintf(origin, sizeof origin, " (from %s)", var);
-            invalid_name_msg(a->kind, name, origin, msg, sizeof msg);
-            return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s", msg);
+            invalid_name_msg(a->kind, name, origin, why, whylen);
+            return SPMD_ERR_INVALID;
         }
     }
-    if (w == 1) return run_local(c, a);
-    if (!row) row = auto_row(a, w, spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0);
-    if (!row)
-        return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s: no algorithm for world size %d",
-                               spmd__coll_kind_name(a->kind), w);
+    if (w == 1) return SPMD_OK;
+    const int shm = spmd__shm_coll_usable(c), hier = spmd__shm_coll_hier_usable(c);
+    if (!row) row = auto_row(a, w, shm ? 1 : hier ? 2 : 0);
+    if (!row) {
+        snprintf(why, whylen, "%s: no algorithm for world size %d", spmd__coll_kind_name(a->kind), w);
+        return SPMD_ERR_INVALID;
+    }
+    if ((row->shm == 1 && !shm) || (row->shm == 2 && !hier)) {
+        snprintf(why, whylen, "%s %s: needs %s", spmd__coll_kind_name(a->kind), row->name,
+                 row->shm == 1 ? "shared memory with every rank" : "hosts of equal size sharing memory");
+        return SPMD_ERR_INVALID;
+    }
+    *out = row;
+    return SPMD_OK;
+}
+
+spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
+    const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
+    if ((int)a->kind <= 0 || a->kind >= SPMD__C_KIND_COUNT)
+        return spmd__coll_fail(c, SPMD_ERR_INVALID, "unknown collective kind %d", (int)a->kind);
+
+    const algo_row *row = NULL;
+    char why[SPMD__ERRLEN] = "";
+    spmd_status chosen = choose(c, a, &row, why, sizeof why);
+    if (w == 1) return chosen ? spmd__coll_fail(c, chosen, "%s", why) : run_local(c, a);
+
+    /* What every rank must agree on; rooted collectives, and a rank that
+     * could not choose, settle it with every rank first (agree.c). */
+    c->algo_name = algo_label;
+    c->algo = row ? algo_id(row) : SPMD__ALGO_NONE;
+    c->desc = spmd__coll_describe(a, c->algo, spmd__ctx_segment_bytes(c));
+    const int agree = !row || spmd__coll_is_rooted(a->kind);
+    spmd__desync_announce(c, agree);
+    if (agree) {
+        spmd_status st = spmd__coll_agree(c, a);
+        if (st) return st;
+        if (!row) { /* every rank failed alike: the group stays usable */
+            c->unanimous = 1;
+            return spmd__coll_fail(c, chosen, "%s", why);
+        }
+    }
     SPMD_LOGD("%s: count %zu %s, world %d: algorithm %s", spmd__coll_kind_name(a->kind), a->count,
               spmd_dtype_name(a->dt), w, row->name);
 

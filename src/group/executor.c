@@ -39,21 +39,6 @@ void spmd__coll_args_free(spmd__coll_args *a) {
     a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
 }
 
-/* A digest of the arguments every rank must agree on. */
-static uint32_t describe(const spmd__coll_args *a) {
-    uint64_t v[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dt, (uint64_t)a->op,
-                     (uint64_t)(int64_t)a->root};
-    if (a->sendcounts) v[1] = UINT64_MAX; /* uneven all_to_all: counts differ by design */
-    if (a->kind == SPMD__C_BARRIER) v[1] = v[2] = v[3] = 0;
-    if (a->kind != SPMD__C_REDUCE && a->kind != SPMD__C_ALL_REDUCE && a->kind != SPMD__C_REDUCE_SCATTER)
-        v[3] = 0;
-    return spmd__hash_words(v, 5);
-}
-
-static int is_rooted(spmd__coll_kind k) {
-    return k == SPMD__C_BROADCAST || k == SPMD__C_REDUCE || k == SPMD__C_GATHER || k == SPMD__C_SCATTER;
-}
-
 /* Run one collective on the calling thread.  errbuf receives the detail.
  * `waited`: the caller blocks on it (inline or helping) rather than computing
  * meanwhile.  Only then may large messages go by cross-memory attach, which
@@ -78,22 +63,19 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
     c->seq = a->seq;
     c->kind = a->kind;
     spmd__rec_coll_start(g->rec, a->seq);
-    c->desc = describe(a);
+    c->desc = 0; /* what the ranks must agree on: set by spmd__coll_run (coll/agree.c) */
+    c->agreeing = c->unanimous = 0;
     c->deadline = spmd__group_deadline(g);
     c->err[0] = 0;
-    /* Roots that disagree could otherwise send past each other and both
-     * "succeed": a zero-byte ring exchange of the descriptor catches it. */
-    if (is_rooted(a->kind) && g->world > 1) {
-        int w = g->world, r = g->rank;
-        st = spmd__xsendrecv(c, (r + 1) % w, NULL, 0, (r - 1 + w) % w, NULL, 0);
-    }
-    if (!st) st = spmd__coll_run(c, a);
+    st = spmd__coll_run(c, a);
     spmd__rec_coll_end(g->rec, a->seq, st);
     if (st) {
         snprintf(errbuf, errlen, "%s", c->err[0] ? c->err : spmd_status_str(st));
-        /* INVALID is decided identically on every rank before anything moves
-         * (an unknown algorithm, say): the group stays usable. */
-        if (st != SPMD_ERR_INVALID)
+        /* A failure every rank reached alike with the channels in step (bad
+         * arguments, or the agreement step's verdict) leaves the group
+         * usable; any other may have left bytes in flight: the group fails
+         * and every other rank is told why. */
+        if (st != SPMD_ERR_INVALID && !c->unanimous)
             spmd__group_fail(g, st, 1, "rank %d: %s", g->rank, errbuf);
     }
     return st;

@@ -1,8 +1,13 @@
 /* connect.c — bringing a mesh up: the TCP connections (mesh.c, with their
- * handshake), then what the pairs under one kernel can do besides (cma.c:
- * read each other's memory; shm_link.c: shared-memory rings), then one path
- * per channel and peer. */
+ * handshake), one path per channel and peer (encrypted when the handshake
+ * said so: path_sealed.c), then what the pairs under one kernel can do
+ * besides (cma.c: read each other's memory; shm_link.c sets up the
+ * shared-memory rings of shm_ring.c, which replace those pairs' paths).  The
+ * set-up exchanges of cma.c and shm_link.c go on the raw connections before
+ * any path moves a byte: they carry process ids, boot ids and random tokens,
+ * never job data. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include "mesh.h"
 #include "path.h"
@@ -17,15 +22,20 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, spmd_store *store, const char *bin
     long spin_us = m->oversubscribed ? 5 : 200;
     if (spmd__env_int("SPMD_SPIN_US", 0, 1000000, &spin_us) != SPMD_OK) spin_us = m->oversubscribed ? 5 : 200;
     m->spin_ns = (uint64_t)spin_us * 1000u;
-    spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, deadline,
-                                      err, errlen);
-    if (st) return st;
-    for (int c = 0; c < SPMD__NCHAN; c++)
-        for (int p = 0; p < m->world; p++) {
+    spmd__link_keys *keys = calloc((size_t)SPMD__NCHAN * (size_t)m->world, sizeof *keys);
+    if (!keys) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, keys,
+                                      deadline, err, errlen);
+    for (int c = 0; c < SPMD__NCHAN && !st; c++)
+        for (int p = 0; p < m->world && !st; p++) {
             if (p == m->rank) continue;
-            if (!(m->path[c][p] = spmd__path_tcp(m->fd[c][p], p)))
-                return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+            const spmd__link_keys *k = &keys[c * m->world + p];
+            m->path[c][p] = k->on ? spmd__path_sealed(m->fd[c][p], p, k->tx, k->rx) : spmd__path_tcp(m->fd[c][p], p);
+            if (!m->path[c][p]) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
         }
+    spmd__auth_wipe(keys, sizeof *keys * (size_t)SPMD__NCHAN * (size_t)m->world);
+    free(keys);
+    if (st) return st;
     if ((st = spmd__cma_negotiate(m, deadline, err, errlen))) return st;
     int mode = spmd__transport_mode();
     return spmd__shm_link_setup(m, spmd__transport_wants_shm() ? mode : SPMD__TRANSPORT_TCP, deadline, err, errlen);

@@ -28,7 +28,7 @@ spmd_status spmd__hello_decode(const unsigned char in[SPMD__HELLO_LEN], spmd__he
         return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "protocol version %u, expected %u", version,
                           SPMD__PROTO_VERSION);
     uint32_t flags = spmd__get_u32(in + 28);
-    if (flags & ~SPMD__MESH_FLAG_AUTH)
+    if (flags & ~(SPMD__MESH_FLAG_AUTH | SPMD__MESH_FLAG_ENCRYPT))
         return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "unknown hello flags 0x%x", flags);
     out->job_id = spmd__get_u64(in + 8);
     out->rank = spmd__get_u32(in + 16);

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "auth/ratelimit.h"
+#include "auth/seal.h"
+#include "mesh.h"
 #include "transport.h"
 
 /* Connections judged at once; past this the oldest pending one is dropped. */
@@ -28,6 +30,7 @@ static const char *verdict_text(uint32_t v) {
     case SPMD__HELLO_AUTH_REQUIRED:
         return "no job secret (the job authenticates; set SPMD_AUTH_TOKEN or SPMD_AUTH_FILE)";
     case SPMD__HELLO_AUTH_FAILED: return "wrong job secret";
+    case SPMD__HELLO_NO_ENCRYPTION: return "encryption (SPMD_ENCRYPT=1) wanted on one side, impossible on the other";
     }
     return "unknown verdict";
 }
@@ -46,16 +49,32 @@ static void close_all(int **fds, int nchan, int world) {
 
 /* One connection to a lower rank: SPMD_ERR_REMOTE when the acceptor closed
  * before its verdict (it may have shed us under a flood: worth a retry). */
+/* This side's keys of a connection: the connector sends with the
+ * connector-to-acceptor key.  first = hello | nonce_c. */
+static spmd_status link_keys(const spmd__auth *a, const unsigned char *first, const unsigned char *nonce_s,
+                             int connector, spmd__link_keys *k) {
+    unsigned char c2a[32], a2c[32];
+    spmd_status st = spmd__auth_link_keys(a, first + SPMD__HELLO_LEN, nonce_s, first, SPMD__HELLO_LEN, c2a, a2c);
+    if (st) return st;
+    k->on = 1;
+    memcpy(k->tx, connector ? c2a : a2c, 32);
+    memcpy(k->rx, connector ? a2c : c2a, 32);
+    spmd__auth_wipe(c2a, sizeof c2a);
+    spmd__auth_wipe(a2c, sizeof a2c);
+    return SPMD_OK;
+}
+
 static spmd_status connect_once(const spmd__auth *a, const char *host, int port, int rank,
                                 int world, uint64_t job_id, int c, int peer, int *out,
-                                int64_t deadline, char *err, size_t errlen) {
+                                spmd__link_keys *keys, int64_t deadline, char *err, size_t errlen) {
     char cerr[SPMD__ERRLEN];
     int fd = spmd__connect(host, port, deadline, cerr, sizeof cerr);
     if (fd < 0) return spmd__fail(err, errlen, SPMD_ERR_TIMEOUT, "rank %d: %s", peer, cerr);
     unsigned char first[SPMD__MESH_FIRST_LEN], reply[SPMD__MESH_REPLY_LEN];
     unsigned char proof[SPMD__MESH_PROOF_LEN], verdict[4];
+    const int want = keys && keys->on; /* keys->on on entry: this side wants encryption */
     spmd__hello h = {job_id, (uint32_t)rank, (uint32_t)world, (uint32_t)c,
-                     a->on ? SPMD__MESH_FLAG_AUTH : 0u};
+                     (a->on ? SPMD__MESH_FLAG_AUTH : 0u) | (want ? SPMD__MESH_FLAG_ENCRYPT : 0u)};
     spmd__hello_encode(&h, first);
     spmd_status st = spmd__auth_random(first + SPMD__HELLO_LEN, SPMD__AUTH_NONCE);
     if (st) snprintf(cerr, sizeof cerr, "no randomness for a nonce");
@@ -78,13 +97,20 @@ static spmd_status connect_once(const spmd__auth *a, const char *host, int port,
                                                            : SPMD_ERR_MISMATCH,
                           "rank %d refused rank %d's connection: %s", peer, rank, verdict_text(v));
     }
+    if (want || (spmd__get_u32(reply) & SPMD__MESH_FLAG_ENCRYPT)) {
+        if (!keys || link_keys(a, first, reply + 4, 1, keys)) {
+            close(fd);
+            return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d wants an encrypted link with rank %d, %s",
+                              peer, rank, keys ? "but no keys could be derived" : "which this side cannot provide");
+        }
+    }
     *out = fd;
     return SPMD_OK;
 }
 
 static spmd_status connect_lower(const spmd__auth *a, spmd_store *store, int rank, int world,
-                                 uint64_t job_id, int nchan, int peer, int **fds, int64_t deadline,
-                                 char *err, size_t errlen) {
+                                 uint64_t job_id, int nchan, int peer, int **fds, spmd__link_keys *keys,
+                                 int64_t deadline, char *err, size_t errlen) {
     char key[32];
     snprintf(key, sizeof key, "addr/%d", peer);
     void *val = NULL;
@@ -102,8 +128,8 @@ static spmd_status connect_lower(const spmd__auth *a, spmd_store *store, int ran
     free(val);
     for (int c = 0; c < nchan; c++) {
         for (;;) {
-            st = connect_once(a, host, port, rank, world, job_id, c, peer, &fds[c][peer], deadline,
-                              err, errlen);
+            st = connect_once(a, host, port, rank, world, job_id, c, peer, &fds[c][peer],
+                              keys ? &keys[c * world + peer] : NULL, deadline, err, errlen);
             if (st != SPMD_ERR_REMOTE || spmd__remaining_ms(deadline) == 0) break;
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -131,6 +157,8 @@ typedef struct {
     int rank, world, nchan;
     uint64_t job_id;
     int **fds;
+    spmd__link_keys *keys; /* NULL: no encryption possible */
+    int want_encrypt;
     pending p[MAX_PENDING];
     int n;
     spmd__ratelimit refusals;
@@ -186,7 +214,9 @@ static int advance(acceptor *ac, int i) {
     }
     if (p->stage == 0) {
         unsigned char reply[SPMD__MESH_REPLY_LEN];
-        if (spmd__mesh_hs_reply(ac->a, p->first, p->nonce_s, reply) ||
+        int hs = spmd__mesh_hs_reply(ac->a, p->first, p->nonce_s, reply);
+        if (!hs && ac->want_encrypt) spmd__put_u32(reply, spmd__get_u32(reply) | SPMD__MESH_FLAG_ENCRYPT);
+        if (hs ||
             spmd__write_full(p->fd, reply, sizeof reply, p->deadline, NULL, cerr, sizeof cerr)) {
             forget(ac, i, "could not send the challenge", NULL);
             return 0;
@@ -203,6 +233,13 @@ static int advance(acceptor *ac, int i) {
                  h.channel >= (uint32_t)ac->nchan)
             verdict = SPMD__HELLO_BAD_RANK;
         else if (ac->fds[h.channel][h.rank] >= 0) verdict = SPMD__HELLO_DUPLICATE;
+    }
+    if (verdict == SPMD__HELLO_OK && (ac->want_encrypt || (h.flags & SPMD__MESH_FLAG_ENCRYPT))) {
+        if (!ac->keys) verdict = SPMD__HELLO_NO_ENCRYPTION;
+        else if (link_keys(ac->a, p->first, p->nonce_s, 0, &ac->keys[h.channel * ac->world + h.rank])) {
+            forget(ac, i, "could not derive the link's keys", NULL);
+            return 0;
+        }
     }
     send_verdict(ac, i, verdict, &h);
     return verdict == SPMD__HELLO_OK;
@@ -227,10 +264,13 @@ static void take_new(acceptor *ac, int lfd, int hs_ms) {
 }
 
 spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t job_id, int nchan,
-                             const char *bind_host, int **fds, int64_t deadline, char *err,
-                             size_t errlen) {
+                             const char *bind_host, int **fds, spmd__link_keys *keys, int64_t deadline,
+                             char *err, size_t errlen) {
     for (int c = 0; c < nchan; c++)
         for (int p = 0; p < world; p++) fds[c][p] = -1;
+    const int want_encrypt = keys && spmd__transport_wants_encrypt();
+    if (keys)
+        for (int k = 0; k < nchan * world; k++) keys[k] = (spmd__link_keys){.on = want_encrypt};
     if (world <= 1) return SPMD_OK;
     static spmd__auth zero_auth;
     spmd__auth *a = malloc(sizeof *a);
@@ -246,6 +286,14 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
         free(a);
         free(ac);
         return spmd__fail(err, errlen, st, "rank %d: %s", rank, aerr);
+    }
+    if (want_encrypt && !a->on) {
+        *a = zero_auth;
+        free(a);
+        free(ac);
+        return spmd__fail(err, errlen, SPMD_ERR_INVALID,
+                          "rank %d: SPMD_ENCRYPT=1 needs the job secret, and this process has none (%s)", rank,
+                          spmd__auth_disabled() ? "SPMD_AUTH=off" : "set SPMD_AUTH_TOKEN or SPMD_AUTH_FILE");
     }
     int port = 0;
     int lfd = spmd__listen(bind_host, 0, 512, &port, err, errlen);
@@ -263,9 +311,9 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
         st = spmd__fail(err, errlen, st, "publishing rank %d's address: %s", rank,
                         spmd_store_errmsg(store));
     for (int p = 0; p < rank && !st; p++)
-        st = connect_lower(a, store, rank, world, job_id, nchan, p, fds, deadline, err, errlen);
+        st = connect_lower(a, store, rank, world, job_id, nchan, p, fds, keys, deadline, err, errlen);
     *ac = (acceptor){.a = a, .rank = rank, .world = world, .nchan = nchan, .job_id = job_id,
-                     .fds = fds};
+                     .fds = fds, .keys = keys, .want_encrypt = want_encrypt};
     int expected = (world - 1 - rank) * nchan, got = 0, hs_ms = handshake_ms();
     struct pollfd pfd[MAX_PENDING + 1];
     while (!st && got < expected) {
@@ -307,6 +355,9 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
     *a = zero_auth; /* wipe the secret's copy */
     free(a);
     free(ac);
-    if (st) close_all(fds, nchan, world);
+    if (st) {
+        close_all(fds, nchan, world);
+        if (keys) spmd__auth_wipe(keys, sizeof *keys * (size_t)nchan * (size_t)world);
+    }
     return st;
 }

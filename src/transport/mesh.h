@@ -102,6 +102,7 @@ enum { SPMD__TRANSPORT_TCP = 0, SPMD__TRANSPORT_AUTO = 1, SPMD__TRANSPORT_SHM = 
 int spmd__transport_mode(void);      /* SPMD_TRANSPORT */
 int spmd__transport_wants_shm(void); /* rings and shared gradients allowed */
 int spmd__transport_wants_cma(void); /* cross-memory attach allowed */
+int spmd__transport_wants_encrypt(void); /* SPMD_ENCRYPT=1: encrypted TCP links (path_sealed.c) */
 
 /* ---- life cycle (failure.c) ---------------------------------------------- */
 /* Allocate the per-peer arrays and the failure eventfd; every fd -1. */

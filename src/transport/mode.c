@@ -9,7 +9,11 @@
  *                         memory is an error instead of a quiet fall-back
  * The older knobs narrow it further: SPMD_CMA=0 turns cross-memory attach
  * off, SPMD_SHM=0 turns shared memory (rings and shared gradients) off.
- * A pair uses a path only when both ranks are willing. */
+ * A pair uses a path only when both ranks are willing.
+ *
+ * SPMD_ENCRYPT=1 encrypts every TCP connection of the mesh (path_sealed.c):
+ * a pair encrypts when either rank asks.  Off by default; shared memory and
+ * cross-memory attach, which never leave the kernel, stay as they are. */
 #include <stdlib.h>
 #include <string.h>
 #include "common/common.h"
@@ -35,4 +39,12 @@ int spmd__transport_wants_shm(void) {
 
 int spmd__transport_wants_cma(void) {
     return spmd__transport_mode() != SPMD__TRANSPORT_TCP && !is_off("SPMD_CMA");
+}
+
+int spmd__transport_wants_encrypt(void) {
+    const char *e = getenv("SPMD_ENCRYPT");
+    if (!e || !*e || is_off("SPMD_ENCRYPT")) return 0;
+    if (strcmp(e, "1") && strcmp(e, "on") && strcmp(e, "yes"))
+        SPMD_LOGW("SPMD_ENCRYPT=%s is not one of 0, 1: encrypting", e);
+    return 1;
 }

@@ -17,7 +17,8 @@
  *   REFUSED  receiver to sender: an eager message with `tag` was refused
  *            (expected `len` bytes of its dtype); the send had completed,
  *            so the sender only logs it: the channel stays usable
- *   BYE      the sender is leaving the group cleanly
+ *   BYE      the sender is leaving the group (after an ABORT saying why
+ *            when its group had failed)
  *   ABORT    the sender's group failed; payload (len <= ABORT_MAX) is the reason,
  *            id is 1 + the rank it blames (0: none)
  *   PING     a heartbeat (heartbeat.c): only its arrival counts
@@ -736,7 +737,7 @@ static void read_peer(spmd__p2p *p, int i) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            peer_died(p, i, strerror(errno));
+            peer_died(p, i, spmd__path_strerror(errno));
             return;
         }
         pe->rx += (uint64_t)n;
@@ -1052,8 +1053,20 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
 void spmd__p2p_stop(spmd__mesh *g) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
-    /* Goodbye to every live peer, then let the queues drain (bounded). */
+    /* Goodbye to every live peer, then let the queues drain (bounded).  A
+     * rank leaving a failed group says why first: a peer still inside the
+     * collective that failed here may not have had the first notice yet
+     * (it travels on another connection), and must not take our goodbye for
+     * the cause. */
+    char why[SPMD__ERRLEN];
+    spmd_status failed = (spmd_status)atomic_load(&g->failed);
+    if (failed) {
+        pthread_mutex_lock(&g->fail_mu);
+        snprintf(why, sizeof why, "left the group after it failed: %s", g->fail_msg);
+        pthread_mutex_unlock(&g->fail_mu);
+    }
     pthread_mutex_lock(&p->mu);
+    if (failed) abort_locked(p, failed, why);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (i == g->rank || pe->dead || pe->fd < 0) continue;

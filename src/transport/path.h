@@ -7,12 +7,14 @@
  *   read    bytes read (> 0), 0 when the peer closed, or -1 with errno
  *           (EAGAIN: nothing there now)
  *
- * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_ring.c,
- * a pair of single-producer/single-consumer rings in shared memory; no
- * system call on the fast path).  Every path keeps its TCP connection: it is
- * what a waiter sleeps on (poll/epoll) and how a dead peer is noticed (the
- * kernel closes it).  A shared-memory writer whose reader went to sleep
- * wakes it with one byte on that connection (a doorbell).
+ * Kinds: "tcp" (path_tcp.c, the connection itself), "tcp+aes-gcm"
+ * (path_sealed.c, the connection encrypted, SPMD_ENCRYPT=1) and "shm"
+ * (shm_ring.c, a pair of single-producer/single-consumer rings in shared
+ * memory; no system call on the fast path).  Every path keeps its TCP
+ * connection: it is what a waiter sleeps on (poll/epoll) and how a dead
+ * peer is noticed (the kernel closes it).  A shared-memory writer whose
+ * reader went to sleep wakes it with one byte on that connection (a
+ * doorbell).
  *
  * Sleeping on a path, for a thread that found nothing to do:
  *   spmd__path_arm(p, reading, writing)
@@ -32,11 +34,17 @@
  *                        path cannot tell and says 1)
  *   spmd__path_kick(p)   ring the doorbell whatever the flags say (an abort
  *                        notice must wake a reader that waits for nothing)
+ *
+ * After writev says EAGAIN (or writes less than offered), the caller offers
+ * the bytes it has not written again, first: it may not put other bytes
+ * before them (an encrypted path has sealed them already).
  */
 #ifndef SPMD_TRANSPORT_PATH_H
 #define SPMD_TRANSPORT_PATH_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -57,6 +65,10 @@ typedef struct {
     int (*pending)(spmd__path *p);
     void (*kick)(spmd__path *p);
     void (*free)(spmd__path *p);
+    /* Copy up to len bytes that read would return, without consuming them:
+     * bytes copied, 0 when the peer closed, -1 with errno (EAGAIN: none).
+     * Optional (NULL: never any); desync.c peeks at waiting headers. */
+    ssize_t (*peek)(spmd__path *p, void *buf, size_t len);
 } spmd__path_ops;
 
 struct spmd__path {
@@ -78,11 +90,30 @@ static inline int spmd__path_idle(spmd__path *p) { return p->ops->idle(p); }
 static inline int spmd__path_pending(spmd__path *p) { return p->ops->pending(p); }
 static inline void spmd__path_kick(spmd__path *p) { p->ops->kick(p); }
 static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
+static inline ssize_t spmd__path_peek(spmd__path *p, void *buf, size_t len) {
+    if (p->ops->peek) return p->ops->peek(p, buf, len);
+    errno = EAGAIN;
+    return -1;
+}
 
 /* A TCP path over connection fd (path_tcp.c); NULL when out of memory. */
 spmd__path *spmd__path_tcp(int fd, int peer);
 extern const spmd__path_ops spmd__path_tcp_ops;
-static inline int spmd__path_is_shm(const spmd__path *p) { return p->ops != &spmd__path_tcp_ops; }
+/* An encrypted TCP path (path_sealed.c) with this side's sending and
+ * receiving keys (auth/seal.h); NULL when out of memory. */
+#define SPMD__SEAL_MAX (32u * 1024u) /* plaintext bytes per record */
+spmd__path *spmd__path_sealed(int fd, int peer, const unsigned char tx_key[32], const unsigned char rx_key[32]);
+extern const spmd__path_ops spmd__path_sealed_ops;
+static inline int spmd__path_is_shm(const spmd__path *p) {
+    return p->ops != &spmd__path_tcp_ops && p->ops != &spmd__path_sealed_ops;
+}
+/* strerror for what a path's calls report (EBADMSG: an encrypted record
+ * failed its check). */
+static inline const char *spmd__path_strerror(int err) {
+    return err == EBADMSG ? "an encrypted record failed authentication (tampered with, replayed, reordered "
+                            "or truncated on the way)"
+                          : strerror(err);
+}
 
 /* ---- shared-memory rings (shm_link.c) ----------------------------------
  * Collective over the mesh's idle collective channel, after CMA's

@@ -16,6 +16,9 @@ static ssize_t tcp_writev(spmd__path *p, const struct iovec *iov, int n) {
 }
 
 static ssize_t tcp_read(spmd__path *p, void *buf, size_t len) { return recv(p->fd, buf, len, MSG_DONTWAIT); }
+static ssize_t tcp_peek(spmd__path *p, void *buf, size_t len) {
+    return recv(p->fd, buf, len, MSG_DONTWAIT | MSG_PEEK);
+}
 
 /* A socket needs no announcement: poll sees its bytes. */
 static int tcp_arm(spmd__path *p, int reading, int writing) {
@@ -29,8 +32,8 @@ static int tcp_pending(spmd__path *p) { (void)p; return 1; }
 static void tcp_kick(spmd__path *p) { (void)p; }
 static void tcp_free(spmd__path *p) { free(p); }
 
-const spmd__path_ops spmd__path_tcp_ops = {"tcp",    tcp_writev,  tcp_read, tcp_arm,  tcp_disarm,
-                                           tcp_lower, tcp_idle, tcp_pending, tcp_kick, tcp_free};
+const spmd__path_ops spmd__path_tcp_ops = {"tcp",    tcp_writev,  tcp_read, tcp_arm,  tcp_disarm, tcp_lower,
+                                           tcp_idle, tcp_pending, tcp_kick, tcp_free, tcp_peek};
 
 spmd__path *spmd__path_tcp(int fd, int peer) {
     spmd__path *p = calloc(1, sizeof *p);

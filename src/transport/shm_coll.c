@@ -9,10 +9,12 @@
  * the slots of step k-1 (the other parity) are free for step k+1.
  *
  * The flag carries a hash of the collective (kind, sequence number,
- * arguments) with the step number, so ranks in different collectives, or
- * with different arguments, fail with SPMD_ERR_MISMATCH instead of mixing
- * data.  A peer running a collective over the wire instead shows up as
- * bytes on its collective ring, which is a mismatch too.
+ * descriptor) with the step number, so ranks in different collectives, or
+ * with different arguments or algorithms, fail with SPMD_ERR_MISMATCH
+ * instead of mixing data.  A peer
+ * running a collective over the wire instead shows up as bytes on its
+ * collective ring, or in its announcement (desync.c), which is a mismatch
+ * too.
  *
  * Waiting: spin (yielding when ranks outnumber cores), then sleep on the
  * peer's flag as a futex in slices, checking the group's failure and the
@@ -76,15 +78,12 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
     seg_header *h = spmd__shm_header(m->shm->peer[r]);
     const char *kind = spmd__coll_kind_name(c->kind);
     uint64_t spin_until = 0;
+    int64_t next_watch = 0; /* set in the slow path: the fast one reads no clock */
     for (unsigned i = 0;; i++) {
         uint64_t f = atomic_load_explicit(&h->flag, memory_order_acquire);
         uint32_t step = (uint32_t)(f >> 32);
         if ((int32_t)(step - k) >= 0) {
-            if (step == k && (uint32_t)f != hash)
-                return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                                       "%s #%u: rank %d is in another collective or passed different arguments "
-                                       "(count, dtype, reduce op or root differ) than rank %d",
-                                       kind, c->seq, r, m->rank);
+            if (step == k && (uint32_t)f != hash) return spmd__desync_peer(c, r, 1);
             return SPMD_OK;
         }
         if ((i & 63) != 63) {
@@ -106,6 +105,13 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
         if (left == 0)
             return spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d waiting for rank %d", kind,
                                    c->seq, m->rank, r);
+        int64_t now_ms = spmd__now_ms();
+        if (!next_watch) {
+            next_watch = now_ms + SPMD__DESYNC_WATCH_MS;
+        } else if (now_ms >= next_watch) { /* stuck: does every peer run what we run? */
+            if ((st = spmd__desync_watch(c, NULL))) return st;
+            next_watch = now_ms + SPMD__DESYNC_WATCH_MS;
+        }
         spmd__path *cp = m->path[SPMD__CH_COLL][r];
         if (spmd__path_arm(cp, 1, 0)) {
             spmd__path_disarm(cp);
@@ -114,6 +120,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
              * its next collective: only a peer still short of k is out of
              * order */
             if ((int32_t)(atomic_load_explicit(step_word(h), memory_order_acquire) - k) >= 0) continue;
+            if ((st = spmd__desync_peer(c, r, 0))) return st; /* says what differs, if it can */
             return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
                                    "collective mismatch: rank %d sent a message over the wire while rank %d waits "
                                    "in %s #%u (collectives called in a different order on different ranks?)",

@@ -16,7 +16,7 @@
 #include "path.h"
 
 #define SPMD__SHM_SMALL_BYTES 24
-#define SEG_MAGIC 0x73706d646c6e6b35ull /* "spmdlnk5" */
+#define SEG_MAGIC 0x73706d646c6e6b37ull /* "spmdlnk7" */
 #define HDR_BYTES 4096u
 
 /* A ring (shm_ring.c): records in `data`, each an 8-byte header (payload
@@ -47,6 +47,11 @@ typedef struct {
     _Alignas(64) _Atomic int32_t cpu;       /* the CPU this rank last waited on (path.h) */
     /* heartbeats of this rank's progress thread, read by its peers (heartbeat.c) */
     _Alignas(64) _Atomic uint64_t beat;
+    /* the collective this rank runs (desync.c): sequence number << 32 |
+     * descriptor, and what a mismatch message names (algorithm, segment size,
+     * in the agreement step); written when a collective starts */
+    _Alignas(64) _Atomic uint64_t coll_id;
+    _Atomic uint64_t coll_info;
 } seg_header;
 
 typedef struct {

@@ -293,5 +293,6 @@ static int shm_disarm(spmd__path *pp) {
 static void shm_free(spmd__path *pp) { free(pp); }
 
 const spmd__path_ops spmd__shm_ring_ops = {"shm",     shm_writev, shm_read,    shm_arm,  shm_disarm,
-                                       shm_lower, shm_idle,   shm_pending, shm_kick, shm_free};
+                                       shm_lower, shm_idle,   shm_pending, shm_kick, shm_free,
+                                       NULL /* no peek: desync.c reads a ring peer's announcement instead */};
 

@@ -7,9 +7,10 @@
  * per pair (one connection per channel).  The handshake (protocol 2):
  *
  *   connector -> acceptor  hello (32 bytes: magic, version, job id, rank,
- *                          world size, channel, flags bit 0 = has a secret)
- *                          + 32-byte nonce_c
- *   acceptor -> connector  u32 flags (bit 0: authenticates) + 32-byte nonce_s
+ *                          world size, channel, flags bit 0 = has a secret,
+ *                          bit 1 = wants encryption) + 32-byte nonce_c
+ *   acceptor -> connector  u32 flags (bit 0: authenticates, bit 1: wants
+ *                          encryption) + 32-byte nonce_s
  *                          + proof_a = HMAC(secret, "spmd-mesh-acceptor" |
  *                          hello | nonce_c | nonce_s)  (zeros without auth)
  *   connector -> acceptor  proof_c = HMAC(secret, "spmd-mesh-connector" |
@@ -17,7 +18,10 @@
  *   acceptor -> connector  u32 verdict
  *
  * Both sides prove the job secret (src/auth); a connector never accepts an
- * acceptor that cannot.  The acceptor reads nothing but these 96 fixed bytes
+ * acceptor that cannot.  When either side wants encryption (SPMD_ENCRYPT=1)
+ * the connection is encrypted from the next byte on: keys per direction from
+ * the secret, both nonces and the hello (auth/seal.h), records as in
+ * path_sealed.c.  A side that wants it without a secret refuses to start.  The acceptor reads nothing but these 96 fixed bytes
  * from a peer before the proof checks out, judges all pending connections at
  * once (a silent one cannot hold up the others) and drops any that has not
  * finished within SPMD_HANDSHAKE_TIMEOUT_MS.  Another job, a rank out of
@@ -36,6 +40,7 @@
 #define SPMD__HELLO_LEN 32
 
 #define SPMD__MESH_FLAG_AUTH 1u
+#define SPMD__MESH_FLAG_ENCRYPT 2u
 #define SPMD__MESH_FIRST_LEN 64 /* hello + nonce_c */
 #define SPMD__MESH_REPLY_LEN 68 /* flags + nonce_s + proof_a */
 #define SPMD__MESH_PROOF_LEN 32
@@ -54,7 +59,7 @@ spmd_status spmd__hello_decode(const unsigned char in[SPMD__HELLO_LEN], spmd__he
 /* Verdicts sent back by the acceptor. */
 enum { SPMD__HELLO_OK = 0, SPMD__HELLO_BAD_JOB = 1, SPMD__HELLO_BAD_RANK = 2,
        SPMD__HELLO_DUPLICATE = 3, SPMD__HELLO_BAD_WORLD = 4, SPMD__HELLO_AUTH_REQUIRED = 5,
-       SPMD__HELLO_AUTH_FAILED = 6 };
+       SPMD__HELLO_AUTH_FAILED = 6, SPMD__HELLO_NO_ENCRYPTION = 7 };
 
 /* The challenge-response around the hello (pure, no I/O; hello.c). */
 /* Acceptor: build the reply to a connector's first 64 bytes (fills nonce_s). */
@@ -69,11 +74,19 @@ spmd_status spmd__mesh_hs_prove(const spmd__auth *a, const unsigned char first[S
                                 const unsigned char reply[SPMD__MESH_REPLY_LEN],
                                 unsigned char proof[SPMD__MESH_PROOF_LEN], char *err, size_t errlen);
 
+/* The keys of one encrypted connection, as this side uses them. */
+typedef struct {
+    int on;
+    unsigned char tx[32], rx[32];
+} spmd__link_keys;
+
 /* Build the mesh.  fds[c][p] receives the socket to peer p on channel c
  * (-1 for p == rank).  fds[c] must point to arrays of `world` ints.
- * bind_host: the address to listen on and publish. */
+ * bind_host: the address to listen on and publish.  keys (NULL: refuse
+ * encryption) receives, at [c * world + p], whether that connection is
+ * encrypted and its keys. */
 spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t job_id, int nchan,
-                             const char *bind_host, int **fds, int64_t deadline, char *err,
-                             size_t errlen);
+                             const char *bind_host, int **fds, spmd__link_keys *keys, int64_t deadline,
+                             char *err, size_t errlen);
 
 #endif

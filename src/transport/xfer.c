@@ -1,10 +1,10 @@
 /* xfer.c — the collective wire (xfer.h) on each pair's collective channel.
  *
- * Every message carries a 24-byte header:
- *     u32 magic|kind | u32 sequence | u32 descriptor hash | u32 mode | u64 len
- * checked on arrival against what this rank is running, so ranks that called
- * different collectives, in a different order or with different arguments fail
- * with SPMD_ERR_MISMATCH before a byte of payload is accepted.
+ * Every message carries a 24-byte header (xhdr.h: kind, sequence number,
+ * descriptor, mode, length) checked on arrival against what this rank is
+ * running, so ranks that called different collectives, in a different order,
+ * with different arguments or algorithms fail with SPMD_ERR_MISMATCH before a
+ * byte of payload is accepted (desync.c says what differs).
  *
  * Modes:
  *   INLINE  the payload follows.
@@ -36,9 +36,9 @@
 #include <sys/uio.h>
 #include "path.h"
 #include "xfer.h"
+#include "xhdr.h"
 
-#define XHDR 24
-#define XMAGIC 0xC0u
+#define XHDR SPMD__XHDR
 #define SPIN_MAX_BYTES (256u * 1024u)
 #define DESC 8                              /* a CMA message's payload: the sender's address */
 #define PULL_PIECE ((size_t)1 << 20)        /* one process_vm_readv call at most, so other ops keep moving */
@@ -67,7 +67,7 @@ spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, 
 }
 
 /* Message modes (the header's fourth word). */
-enum { M_INLINE = 0, M_CMA = 1, M_ACK = 2 };
+enum { M_INLINE = SPMD__XM_INLINE, M_CMA = SPMD__XM_CMA, M_ACK = SPMD__XM_ACK };
 
 typedef enum {
     P_WRITE,     /* send: header (+ payload, or + descriptor) going out */
@@ -114,33 +114,18 @@ typedef struct {
 } xcall;
 
 static void make_hdr(const spmd__coll_ctx *c, unsigned char *h, uint32_t mode, size_t len) {
-    spmd__put_u32(h, (XMAGIC << 24) | (uint32_t)c->kind);
-    spmd__put_u32(h + 4, c->seq);
-    spmd__put_u32(h + 8, c->desc);
-    spmd__put_u32(h + 12, mode);
-    spmd__put_u64(h + 16, (uint64_t)len);
+    spmd__xhdr_put(c, h, c->agreeing && mode == M_INLINE ? SPMD__XM_AGREE : mode, len);
 }
 
 /* A header from `peer` is for this collective?  (Length checked by the caller.) */
-static spmd_status check_hdr(spmd__coll_ctx *c, int peer, const unsigned char *h) {
-    uint32_t mk = spmd__get_u32(h), seq = spmd__get_u32(h + 4), desc = spmd__get_u32(h + 8);
-    int me = c->m->rank;
-    const char *mine = spmd__coll_kind_name(c->kind);
-    if ((mk >> 24) != XMAGIC || spmd__get_u32(h + 12) > M_ACK)
+static spmd_status check_hdr(spmd__coll_ctx *c, int peer, const unsigned char *h, spmd__xhdr *x) {
+    if (!spmd__xhdr_get(h, x))
         return spmd__coll_fail(c, SPMD_ERR_PROTOCOL, "%s: garbage on the collective channel from rank %d",
-                               mine, peer);
-    spmd__coll_kind k = (spmd__coll_kind)(mk & 0xff);
-    if (k != c->kind || seq != c->seq)
-        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                               "collective mismatch: rank %d is in %s #%u while rank %d is in %s #%u "
-                               "(collectives called in a different order on different ranks?)",
-                               peer, spmd__coll_kind_name(k), seq, me, mine, c->seq);
-    if (desc != c->desc)
-        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                               "%s #%u: rank %d and rank %d passed different arguments "
-                               "(count, dtype, reduce op or root differ)",
-                               mine, c->seq, peer, me);
-    return SPMD_OK;
+                               spmd__coll_kind_name(c->kind), peer);
+    if (x->kind == (uint32_t)c->kind && x->seq == c->seq && x->desc == c->desc &&
+        (x->mode == SPMD__XM_AGREE) == c->agreeing)
+        return SPMD_OK;
+    return spmd__desync_header(c, peer, x, 1);
 }
 
 /* The collective connection to `peer` ended.  If the peer failed its group
@@ -165,8 +150,9 @@ static spmd_status peer_gone(spmd__coll_ctx *c, int peer, const char *how) {
 
 /* errno of a failed send/recv on the connection to peer, as a status. */
 static spmd_status sock_error(spmd__coll_ctx *c, int peer) {
-    char how[128];
-    snprintf(how, sizeof how, "is unreachable: %s", strerror(errno));
+    char how[256];
+    int e = errno;
+    snprintf(how, sizeof how, "%s: %s", e == EBADMSG ? "cannot be trusted" : "is unreachable", spmd__path_strerror(e));
     return peer_gone(c, peer, how);
 }
 
@@ -239,10 +225,11 @@ static int first_op(const xcall *x, const xslot *s, int send, phase ph) {
  * CMA send to that peer; a data header starts the oldest waiting receive. */
 static spmd_status dispatch_hdr(xcall *x, xslot *s) {
     spmd__coll_ctx *c = x->c;
-    spmd_status st = check_hdr(c, s->peer, s->in);
+    spmd__xhdr h;
+    spmd_status st = check_hdr(c, s->peer, s->in, &h);
     if (st) return st;
-    uint32_t mode = spmd__get_u32(s->in + 12);
-    uint64_t len = spmd__get_u64(s->in + 16);
+    uint32_t mode = h.mode;
+    uint64_t len = h.len;
     const char *mine = spmd__coll_kind_name(c->kind);
     if (mode == M_ACK) {
         int i = first_op(x, s, 1, P_AWAIT_ACK);
@@ -380,10 +367,23 @@ static spmd_status timed_out(const xcall *x) {
                            c->seq, c->m->rank, who);
 }
 
+/* Stuck for a while: do the peers we are not reading from run what we run?
+ * (Ranks that disagree may each wait for a message the other never sends.) */
+static spmd_status watch(xcall *x) {
+    unsigned char *reading = calloc((size_t)x->c->m->world, 1);
+    if (!reading) return SPMD_OK; /* only a diagnosis: try again later */
+    for (int i = 0; i < x->nslots; i++)
+        if (wants_read(x, &x->slots[i]) || x->slots[i].in_done) reading[x->slots[i].peer] = 1;
+    spmd_status st = spmd__desync_watch(x->c, reading);
+    free(reading);
+    return st;
+}
+
 static spmd_status run(xcall *x, struct pollfd *pfds) {
     spmd__coll_ctx *c = x->c;
     spmd__mesh *g = c->m;
-    uint64_t spin_start = 0;
+    uint64_t spin_start = 0, idle_since = 0, next_watch = 0;
+    const uint64_t watch_ns = (uint64_t)SPMD__DESYNC_WATCH_MS * 1000000u;
     for (;;) {
         int progressed = 0, pulling = 0;
         for (int i = 0; i < x->nslots; i++) {
@@ -400,7 +400,7 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
             progressed = pulling = 1;
         }
         if (call_finished(x)) return SPMD_OK;
-        if (progressed || pulling) { spin_start = 0; continue; }
+        if (progressed || pulling) { spin_start = idle_since = 0; continue; }
         /* Nothing moved: busy-poll a little, then sleep in poll().  Spinning
          * only pays while little is left to move: a large transfer waits on
          * the kernel's buffers, and a poll wake-up is cheap next to it. */
@@ -413,6 +413,11 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
         char fmsg[SPMD__ERRLEN];
         spmd_status st = spmd__mesh_check(g, fmsg, sizeof fmsg);
         if (st) return spmd__coll_fail(c, st, "%s", fmsg);
+        if (!idle_since) idle_since = now, next_watch = now + watch_ns;
+        if (now >= next_watch) {
+            if ((st = watch(x))) return st;
+            next_watch = now + watch_ns;
+        }
         int np = 0, busy = 0;
         for (int i = 0; i < x->nslots; i++) {
             xslot *s = &x->slots[i];
@@ -442,7 +447,9 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
         pfds[np++].revents = 0;
         int left = spmd__remaining_ms(c->deadline);
         if (left == 0) return timed_out(x);
-        int r = busy ? 0 : poll(pfds, (nfds_t)np, left < 0 || left > 1000 ? 1000 : left);
+        int wait_ms = (int)((next_watch - now) / 1000000u) + 1;
+        if (left >= 0 && left < wait_ms) wait_ms = left;
+        int r = busy ? 0 : poll(pfds, (nfds_t)np, wait_ms);
         if (r < 0 && errno != EINTR) return spmd__coll_fail(c, SPMD_ERR_SYSTEM, "poll: %s", strerror(errno));
         for (int i = 0; i < x->nslots; i++) {
             xslot *s = &x->slots[i];
@@ -489,7 +496,7 @@ spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends
         o->len = in->len;
         o->send = k < nsends;
         o->done = 0;
-        o->cma = o->send && c->use_cma && in->len >= g->cma_min && g->cma && g->cma[in->peer].ok;
+        o->cma = o->send && c->use_cma && !c->agreeing && in->len >= g->cma_min && g->cma && g->cma[in->peer].ok;
         o->ph = o->send ? P_WRITE : P_HDR;
         if (o->send) {
             make_hdr(c, o->hdr, o->cma ? M_CMA : M_INLINE, in->len);

@@ -32,13 +32,24 @@ const char *spmd__coll_kind_name(spmd__coll_kind k); /* "all_reduce", ... */
 
 #define SPMD__SCRATCH_SLOTS 4
 
-/* The collective running on a mesh: set by the group's executor before each
- * collective, read by the algorithms through coll.h's accessors. */
+/* An algorithm id (coll/select.c's table) meaning "none could be chosen". */
+#define SPMD__ALGO_NONE 0xff
+
+/* The collective running on a mesh: set by the group's executor and by
+ * coll/select.c before each collective, read by the algorithms through
+ * coll.h's accessors. */
 typedef struct spmd__coll_ctx {
     spmd__mesh *m;
     spmd__coll_kind kind;  /* the collective running now */
     uint32_t seq;          /* collectives run so far on this group (same on every rank) */
-    uint32_t desc;         /* hash of the arguments every rank must agree on */
+    uint32_t desc;         /* hash of everything every rank must agree on: the arguments,
+                              the algorithm and the segment size (coll/agree.c) */
+    int algo;              /* the algorithm's id, SPMD__ALGO_NONE when none could be chosen */
+    int agreeing;          /* in the agreement step (coll/agree.c): messages and slot flags
+                              say so instead of carrying the descriptor */
+    int unanimous;         /* the call failed the same way on every rank, with the channels
+                              in step: the group stays usable */
+    const char *(*algo_name)(int kind, int algo); /* for messages (set by coll/select.c) */
     int64_t deadline;
     size_t segment_bytes;
     uint64_t spin_ns;      /* busy-poll budget before sleeping in poll() */
@@ -98,6 +109,28 @@ spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c);
  * data. */
 int spmd__shm_coll_cma_usable(const spmd__coll_ctx *c);
 spmd_status spmd__shm_coll_read(spmd__coll_ctx *c, int peer, void *dst, uint64_t addr, size_t len);
+
+/* ---- ranks that disagree (desync.c) -----------------------------------------
+ * What a rank runs is (kind, sequence number, descriptor).  Every header and
+ * every slot flag carries it; besides, a rank announces it in its shared
+ * segment (peers under this kernel) when a collective starts, and a rank that
+ * has waited a while without progress looks at what its peers run: their
+ * announcements, and the headers waiting unread on its TCP connections.  So
+ * ranks that disagree and wait for each other (each for a message the other
+ * never sends) still find out, in well under a second. */
+/* agrees: this collective runs the agreement step first (coll/agree.c). */
+void spmd__desync_announce(spmd__coll_ctx *c, int agrees);
+/* Look at every peer not listed in `reading` (1: this rank is reading that
+ * peer's stream now; NULL: none is).  SPMD_OK, or SPMD_ERR_MISMATCH naming
+ * the peer and what differs. */
+spmd_status spmd__desync_watch(spmd__coll_ctx *c, const unsigned char *reading);
+/* What peer (under this kernel) announced, judged: certain = something is
+ * wrong with it (its slot flag differs from ours): always a failure, naming
+ * what differs when the announcement tells; else SPMD_OK unless the
+ * announcement shows a disagreement (shm_coll.c). */
+spmd_status spmd__desync_peer(spmd__coll_ctx *c, int peer, int certain);
+/* Wait this long without progress before watching (and between looks). */
+#define SPMD__DESYNC_WATCH_MS 50
 
 /* Record a detailed message for the current collective and return st. */
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)

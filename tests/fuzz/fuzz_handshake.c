@@ -70,7 +70,7 @@ static void mesh(const uint8_t *d, size_t n) {
     char err[256];
     spmd__hello h;
     if (spmd__hello_decode(first, &h, err, sizeof err) == SPMD_OK)
-        REQUIRE_PROP((h.flags & ~SPMD__MESH_FLAG_AUTH) == 0);
+        REQUIRE_PROP((h.flags & ~(SPMD__MESH_FLAG_AUTH | SPMD__MESH_FLAG_ENCRYPT)) == 0);
     unsigned char nonce_s[32], r[SPMD__MESH_REPLY_LEN], p[32];
     REQUIRE_PROP(spmd__mesh_hs_reply(&a, first, nonce_s, r) == SPMD_OK);
     REQUIRE_PROP(spmd__mesh_hs_check(&a, first, nonce_s, proof) != SPMD__HELLO_OK);

@@ -177,4 +177,25 @@ static inline int algo_usable(spmd_group *g, const char *algo) {
 }
 static inline void use_test_slots(void) { setenv("SPMD_SHM_SLOT_BYTES", "4096", 1); }
 
+/* World sizes from the command line (at most 8), else the n defaults. */
+static inline int test_worlds(int argc, char **argv, int out[8], const int *defaults, int n) {
+    int k = 0;
+    for (int i = 1; i < argc && k < 8; i++) out[k++] = atoi(argv[i]);
+    for (int i = 0; k == 0 && i < n && i < 8; i++) out[i] = defaults[i];
+    return k ? k : n < 8 ? n : 8;
+}
+
+/* The transports to run under: SPMD_TRANSPORT if set, else tcp, then the
+ * default (shared memory on one host). */
+static inline int test_transports(const char *out[2]) {
+    const char *fixed = getenv("SPMD_TRANSPORT");
+    if (fixed && *fixed) {
+        out[0] = fixed;
+        return 1;
+    }
+    out[0] = "tcp";
+    out[1] = "auto";
+    return 2;
+}
+
 #endif

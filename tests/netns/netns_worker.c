@@ -53,7 +53,9 @@ int main(void) {
     /* two ranks per namespace: rings inside, TCP across (unless forced) */
     const char *tr = getenv("SPMD_TRANSPORT");
     int tcp_only = tr && !strcmp(tr, "tcp");
-    const char *want = tcp_only ? "tcp" : "shm+tcp";
+    const char *enc = getenv("SPMD_ENCRYPT"), *want;
+    if (enc && !strcmp(enc, "1")) want = tcp_only ? "tcp+aes-gcm" : "shm+tcp+aes-gcm";
+    else want = tcp_only ? "tcp" : "shm+tcp";
     int hosts = getenv("SPMD_TEST_NETNS") != NULL; /* run by test_netns_p2p.sh */
     if (hosts && strcmp(spmd_group_backend(g), want) != 0) {
         fprintf(stderr, "rank %d: backend %s, want %s\n", r, spmd_group_backend(g), want);

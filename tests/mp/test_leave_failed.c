@@ -1,0 +1,53 @@
+/* A rank that leaves a failed group tells why before its goodbye.
+ *
+ * The rank that detects a failure tells every other rank, each over its own
+ * connection; a rank that heard it first may finish, destroy its group and
+ * say goodbye before the notice reaches a third rank, which then took the
+ * goodbye for the cause ("rank 0 destroyed the group while rank 1 was still
+ * in it", SPMD_ERR_REMOTE, instead of the mismatch every rank must report:
+ * seen once in test_coll_agree under load).  Here rank 0's group fails
+ * without a notice to anyone (as when the notice is still on its way), then
+ * rank 0 destroys the group while the others wait in an all_reduce with it:
+ * they must end it with rank 0's status and reason.
+ *
+ * Usage: test_leave_failed [world ...] (default 2 3), under SPMD_TRANSPORT
+ * if set, else under tcp and then the default (shared memory on one host). */
+#include "coll_common.h"
+#include "group/group_internal.h"
+
+#define REASON "test: a mismatch only rank 0 saw"
+
+static int leave_failed(int rank, int w, void *arg) {
+    (void)arg;
+    spmd_group *g = join_group(rank);
+    if (!g) return 1;
+    RREQUIRE(spmd_barrier(g) == SPMD_OK);
+    if (rank == 0) {
+        spmd__group_fail(g, SPMD_ERR_MISMATCH, 0, "rank 0: %s", REASON); /* 0: tell nobody */
+        spmd_group_destroy(g);
+        return 0;
+    }
+    float v[4] = {1, 2, 3, 4};
+    spmd_status st = spmd_all_reduce(g, v, v, 4, SPMD_F32, SPMD_SUM);
+    const char *msg = spmd_group_errmsg(g);
+    if (st != SPMD_ERR_MISMATCH || !strstr(msg, REASON)) {
+        fprintf(stderr, "rank %d (%s, world %d): %s, wanted SPMD_ERR_MISMATCH naming rank 0's reason (%s)\n", rank,
+                spmd_group_backend(g), w, spmd_status_name(st), msg);
+        spmd_group_destroy(g);
+        return 1;
+    }
+    spmd_group_destroy(g);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int worlds[8];
+    const char *transports[2];
+    const int nw = test_worlds(argc, argv, worlds, (const int[]){2, 3}, 2), nt = test_transports(transports);
+    for (int t = 0; t < nt; t++) {
+        setenv("SPMD_TRANSPORT", transports[t], 1);
+        for (int i = 0; i < nw; i++)
+            CHECK_MSG(run_world(worlds[i], leave_failed, NULL, 60) == 0, "world %d, %s", worlds[i], transports[t]);
+    }
+    TEST_MAIN_END();
+}
