@@ -33,3 +33,6 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/select.c
   ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )
+if(SPMD_HAVE_MPI)
+  target_sources(spmd_objs PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mpi_native.c)
+endif()

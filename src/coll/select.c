@@ -35,6 +35,7 @@
 #define SHM , 1     /* the row needs shared slots with every rank */
 #define ANY_PATH , 0 /* TCP or rings */
 #define HIER , 2     /* the row needs several hosts of equal size, shared memory within each */
+#define ON_MPI , 3   /* the row is for groups over MPI (SPMD_BACKEND=mpi) */
 
 typedef struct {
     spmd__coll_kind kind;
@@ -43,7 +44,8 @@ typedef struct {
     size_t lo, hi;  /* automatic choice for lo <= bytes < hi */
     int wlo, whi;   /* ... and wlo <= world <= whi */
     int shm;        /* ... and (1) only when every pair shares memory, (2) only over hosts
-                       of equal size sharing memory within (transport/xfer.h) */
+                       of equal size sharing memory within (transport/xfer.h), (3) only
+                       on a group over MPI */
 } algo_row;
 
 /* clang-format off */
@@ -101,6 +103,17 @@ static const algo_row TABLE[] = {
     {SPMD__C_ALL_TO_ALL,     "shm",       spmd__alltoall_shm,          0,         ANY_SIZE,       2, ANY_WORLD SHM},
     {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD ANY_PATH},
     {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
+
+    /* MPI's own implementation (mpi_native.c), by name on a group over MPI */
+    {SPMD__C_BARRIER,        "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_BROADCAST,      "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_REDUCE,         "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_REDUCE,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_GATHER,         "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_SCATTER,        "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_GATHER,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_REDUCE_SCATTER, "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_TO_ALL,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
 };
 /* clang-format on */
 #define NROWS (sizeof TABLE / sizeof TABLE[0])
@@ -109,7 +122,7 @@ void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
     size_t used = 0;
     if (outlen) out[0] = '\0';
     for (size_t i = 0; i < NROWS; i++) {
-        if (TABLE[i].kind != k) continue;
+        if (TABLE[i].kind != k || !TABLE[i].fn) continue;
         int dup = 0;
         for (size_t j = 0; j < i; j++)
             if (TABLE[j].kind == k && strcmp(TABLE[j].name, TABLE[i].name) == 0) dup = 1;
@@ -123,7 +136,7 @@ void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
 
 static const algo_row *find_named(spmd__coll_kind k, const char *name) {
     for (size_t i = 0; i < NROWS; i++)
-        if (TABLE[i].kind == k && strcmp(TABLE[i].name, name) == 0) return &TABLE[i];
+        if (TABLE[i].kind == k && TABLE[i].fn && strcmp(TABLE[i].name, name) == 0) return &TABLE[i];
     return NULL;
 }
 
@@ -133,7 +146,7 @@ static void invalid_name_msg(spmd__coll_kind k, const char *name, const char *or
     spmd__coll_algo_names(k, names, sizeof names);
     int other = 0;
     for (size_t i = 0; i < NROWS; i++)
-        if (strcmp(TABLE[i].name, name) == 0) other = 1;
+        if (TABLE[i].fn && strcmp(TABLE[i].name, name) == 0) other = 1;
     snprintf(err, errlen, "%s: unknown algorithm '%s'%s; valid choices: %s", spmd__coll_kind_name(k),
              name, origin, names);
     if (other) { /* say it exists, but for another collective */
@@ -167,12 +180,12 @@ static size_t select_bytes(const spmd__coll_args *a, int w) {
     }
 }
 
-/* shm: 1 every pair shares memory, 2 hosts of equal size, 0 neither */
+/* shm: 1 every pair shares memory, 2 hosts of equal size, 3 a group over MPI, 0 none of these */
 static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     const size_t bytes = select_bytes(a, w);
     for (size_t i = 0; i < NROWS; i++) {
         const algo_row *t = &TABLE[i];
-        if (t->kind != a->kind || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
+        if (t->kind != a->kind || !t->fn || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
         if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
     }
     return NULL;
@@ -271,7 +284,8 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
         }
     }
     if (w == 1) return run_local(c, a);
-    if (!row) row = auto_row(a, w, spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0);
+    if (!row)
+        row = auto_row(a, w, c->m->ext ? 3 : spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0);
     if (!row)
         return spmd__coll_fail(c, SPMD_ERR_INVALID, "%s: no algorithm for world size %d",
                                spmd__coll_kind_name(a->kind), w);

@@ -47,6 +47,7 @@ spmd_status spmd_work_test(spmd_work *w) {
     if (!w) return SPMD_ERR_INVALID;
     if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
         if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
+        else if (w->g->t.caller_thread_only) spmd__exec_help(w); /* nobody else runs it */
         if (!atomic_load_explicit(&w->done, memory_order_acquire)) return SPMD_ERR_AGAIN;
     }
     pthread_mutex_lock(&w->mu); /* pairs with the completer's unlock */
@@ -83,7 +84,16 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
         while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until)
             sched_yield();
     } else if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
-        spin_p2p(w);
+        spmd__mesh *m = &w->g->t;
+        if (!m->ext) {
+            spin_p2p(w);
+        } else if (m->ext->wait(m, &w->req, &w->done, spmd__deadline(timeout_ms)) == SPMD_ERR_TIMEOUT) {
+            /* no progress thread (MPI): the waiter drives the transport */
+            pthread_mutex_lock(&w->mu);
+            snprintf(w->errmsg, sizeof w->errmsg, "work not finished after %d ms", timeout_ms);
+            pthread_mutex_unlock(&w->mu);
+            return SPMD_ERR_TIMEOUT;
+        }
     }
     int64_t deadline = spmd__deadline(timeout_ms);
     pthread_mutex_lock(&w->mu);

@@ -294,6 +294,7 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
 }
 
 void spmd__p2p_fail_all(spmd__mesh *g, spmd_status st, const char *msg) {
+    if (g->ext) { g->ext->fail_all(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -314,6 +315,7 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
 }
 
 void spmd__p2p_broadcast_abort(spmd__mesh *g, spmd_status st, const char *msg) {
+    if (g->ext) { g->ext->broadcast_abort(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -615,6 +617,7 @@ static void read_peer(spmd__p2p *p, int i) {
  * microseconds instead of waiting for the progress thread to wake up: that
  * wake-up is most of a small message's latency.  Never blocks. */
 void spmd__p2p_poll(spmd__mesh *g, int which) {
+    if (g && g->ext) { g->ext->poll(g, which); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || g->world == 1) return;
     if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
@@ -786,6 +789,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
 }
 
 void spmd__p2p_stop(spmd__mesh *g) {
+    if (g->ext) { g->ext->stop(g); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     /* Goodbye to every live peer, then let the queues drain (bounded). */
@@ -838,6 +842,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
 /* ---- posting ------------------------------------------------------------ */
 
 spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
+    if (g->ext) return g->ext->post_send(g, w, err, errlen);
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
@@ -863,6 +868,7 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 }
 
 spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
+    if (g->ext) return g->ext->post_recv(g, w, err, errlen);
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
@@ -894,6 +900,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 }
 
 void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
+    if (g && g->ext) { g->ext->cancel(g, w); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
