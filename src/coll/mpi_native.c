@@ -3,13 +3,13 @@
  * the group's coll communicator, waited for by polling with the group's
  * deadline and failure state (transport/mpi_internal.h).
  *
- * Reductions use MPI's built-in ops where their result is spmd's: every op
- * on the integer types, SUM and PROD on float32/float64.  The others run
- * spmd's own kernels (coll/reduce.h) as MPI user ops, so the result does not
- * depend on the backend: float MIN/MAX (IEEE 754-2019 minimum/maximum: NaN
- * wins, -0 < +0) and every op on float16/bfloat16, which MPI has no type
- * for (they travel as a 2-byte type of spmd's).  AVG reduces as SUM and is
- * divided by select.c, as for every algorithm.
+ * Reductions run spmd's own kernels (coll/reduce.h) as MPI user ops, so a
+ * result is bit for bit what spmd's algorithms give: 8-bit integers wrap
+ * (Open MPI 4.1's AVX ops saturate them: 200 + 100 gives 255), MIN/MAX on
+ * floats are IEEE 754-2019 minimum/maximum (NaN wins, -0 < +0), and
+ * float16/bfloat16, which MPI has no type for, travel as 2-byte types of
+ * spmd's.  AVG reduces as SUM and is divided by select.c, as for every
+ * algorithm.
  *
  * MPI's collectives do not check that the ranks agree; a zero-byte exchange
  * around the ring carrying the collective's descriptor does (the executor
@@ -70,34 +70,22 @@ static void make_types(void) {
     types_ok = ok;
 }
 
-/* The MPI datatype and op reducing dt with op (spmd's semantics). */
+/* The MPI datatype and op reducing dt with op (spmd's kernels). */
 static int reduce_type(spmd_dtype dt, spmd_op op, MPI_Datatype *t, MPI_Op *o) {
     pthread_once(&types_once, make_types);
-    if (!types_ok) return 0;
-    int is_int = 1;
+    if (!types_ok || (int)op < 0 || op >= SPMD_OP_COUNT) return 0;
     switch (dt) {
-    case SPMD_F32: *t = MPI_FLOAT; is_int = 0; break;
-    case SPMD_F64: *t = MPI_DOUBLE; is_int = 0; break;
-    case SPMD_F16: *t = f16_type; is_int = 0; break;
-    case SPMD_BF16: *t = bf16_type; is_int = 0; break;
+    case SPMD_F32: *t = MPI_FLOAT; break;
+    case SPMD_F64: *t = MPI_DOUBLE; break;
+    case SPMD_F16: *t = f16_type; break;
+    case SPMD_BF16: *t = bf16_type; break;
     case SPMD_I8: *t = MPI_INT8_T; break;
     case SPMD_U8: *t = MPI_UINT8_T; break;
     case SPMD_I32: *t = MPI_INT32_T; break;
     case SPMD_I64: *t = MPI_INT64_T; break;
     default: return 0;
     }
-    const int native_float = dt == SPMD_F32 || dt == SPMD_F64;
-    switch (op) {
-    case SPMD_SUM:
-    case SPMD_AVG: *o = is_int || native_float ? MPI_SUM : user_op[op]; break;
-    case SPMD_PROD: *o = is_int || native_float ? MPI_PROD : user_op[op]; break;
-    case SPMD_MIN: *o = is_int ? MPI_MIN : user_op[op]; break;
-    case SPMD_MAX: *o = is_int ? MPI_MAX : user_op[op]; break;
-    case SPMD_BAND: *o = MPI_BAND; break;
-    case SPMD_BOR: *o = MPI_BOR; break;
-    case SPMD_BXOR: *o = MPI_BXOR; break;
-    default: return 0;
-    }
+    *o = user_op[op];
     return 1;
 }
 
@@ -124,7 +112,8 @@ static int overlaps(const void *x, size_t xl, const void *y, size_t yl) {
 }
 
 /* sendbuf as MPI may read it next to recvbuf: MPI_IN_PLACE when it is
- * exactly `inplace_at`, a scratch copy when it overlaps otherwise. */
+ * exactly `inplace_at`, a scratch copy when it overlaps otherwise (NULL when
+ * that copy cannot be had). */
 static const void *send_side(spmd__coll_ctx *c, const void *send, size_t slen, const void *recv, size_t rlen,
                              const void *inplace_at) {
     if (send == inplace_at) return MPI_IN_PLACE;
@@ -133,6 +122,12 @@ static const void *send_side(spmd__coll_ctx *c, const void *send, size_t slen, c
     if (copy) memcpy(copy, send, slen);
     return copy;
 }
+
+/* a->sendbuf replaced by send_side(): NULL means out of memory */
+#define SEND_SIDE(...)                                                        \
+    do {                                                                      \
+        if (!(sb = send_side(c, __VA_ARGS__))) return SPMD__NOMEM(c, "MPI collective", all); \
+    } while (0)
 
 /* all_to_all_v's counts and displacements in bytes as MPI's ints (scratch
  * slot 1); 0 when one does not fit. */
@@ -176,56 +171,50 @@ spmd_status spmd__coll_mpi(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const void *sb = a->sendbuf;
     void *list = NULL; /* all_gather into a list: the flat scratch MPI fills */
     int rc;
+    void *rb = a->recvbuf;
     switch (a->kind) {
     case SPMD__C_REDUCE:
-        if (r == a->root) sb = send_side(c, a->sendbuf, bytes, a->recvbuf, bytes, a->recvbuf);
+        if (r == a->root) SEND_SIDE(a->sendbuf, bytes, a->recvbuf, bytes, a->recvbuf);
+        else rb = NULL;
         break;
-    case SPMD__C_ALL_REDUCE: sb = send_side(c, a->sendbuf, bytes, a->recvbuf, bytes, a->recvbuf); break;
+    case SPMD__C_ALL_REDUCE: SEND_SIDE(a->sendbuf, bytes, a->recvbuf, bytes, a->recvbuf); break;
     case SPMD__C_GATHER:
-        if (r == a->root) sb = send_side(c, a->sendbuf, bytes, a->recvbuf, all, (char *)a->recvbuf + (size_t)r * bytes);
+        if (r == a->root) SEND_SIDE(a->sendbuf, bytes, a->recvbuf, all, (char *)a->recvbuf + (size_t)r * bytes);
         break;
     case SPMD__C_SCATTER:
-        /* in place at the root: the root's block stays where it is */
-        if (r == a->root && a->recvbuf != (char *)a->sendbuf + (size_t)r * bytes)
-            sb = send_side(c, a->sendbuf, all, a->recvbuf, bytes, NULL);
+        /* in place at the root: its own block stays where it is */
+        if (r == a->root && a->recvbuf == (char *)a->sendbuf + (size_t)r * bytes) rb = MPI_IN_PLACE;
+        else if (r == a->root) SEND_SIDE(a->sendbuf, all, a->recvbuf, bytes, NULL);
         break;
-    case SPMD__C_REDUCE_SCATTER: sb = send_side(c, a->sendbuf, all, a->recvbuf, bytes, NULL); break;
-    case SPMD__C_ALL_GATHER:
+    case SPMD__C_REDUCE_SCATTER: SEND_SIDE(a->sendbuf, all, a->recvbuf, bytes, NULL); break;
+    case SPMD__C_ALL_GATHER: /* select.c put our block in place already */
         if (a->recvbufs) {
             if (!(list = spmd__tmp(c, 0, all))) return SPMD__NOMEM(c, "MPI all_gather", all);
             memcpy((char *)list + (size_t)r * bytes, a->recvbufs[r], bytes);
+            rb = list;
         }
         break;
     default: break;
     }
-    if (!sb) return SPMD__NOMEM(c, "MPI collective", all);
     int *v = NULL;
     if (a->kind == SPMD__C_ALL_TO_ALL && a->sendcounts && !a2av_ints(c, a, w, &v)) return too_big(c, a);
     spmd__mpi_lock();
     switch (a->kind) {
     case SPMD__C_BARRIER: rc = MPI_Ibarrier(comm, &req); break;
-    case SPMD__C_BROADCAST: rc = MPI_Ibcast(a->recvbuf, nb, MPI_BYTE, a->root, comm, &req); break;
-    case SPMD__C_REDUCE:
-        rc = MPI_Ireduce(sb, r == a->root ? a->recvbuf : NULL, n, t, op, a->root, comm, &req);
+    case SPMD__C_BROADCAST: rc = MPI_Ibcast(rb, nb, MPI_BYTE, a->root, comm, &req); break;
+    case SPMD__C_REDUCE: rc = MPI_Ireduce(sb, rb, n, t, op, a->root, comm, &req); break;
+    case SPMD__C_ALL_REDUCE: rc = MPI_Iallreduce(sb, rb, n, t, op, comm, &req); break;
+    case SPMD__C_GATHER: rc = MPI_Igather(sb, nb, MPI_BYTE, rb, nb, MPI_BYTE, a->root, comm, &req); break;
+    case SPMD__C_SCATTER: rc = MPI_Iscatter(sb, nb, MPI_BYTE, rb, nb, MPI_BYTE, a->root, comm, &req); break;
+    case SPMD__C_ALL_GATHER:
+        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rb, nb, MPI_BYTE, comm, &req);
         break;
-    case SPMD__C_ALL_REDUCE: rc = MPI_Iallreduce(sb, a->recvbuf, n, t, op, comm, &req); break;
-    case SPMD__C_GATHER:
-        rc = MPI_Igather(sb, nb, MPI_BYTE, a->recvbuf, nb, MPI_BYTE, a->root, comm, &req);
-        break;
-    case SPMD__C_SCATTER:
-        rc = MPI_Iscatter(sb, nb, MPI_BYTE, sb == a->sendbuf && r == a->root &&
-                          a->recvbuf == (char *)a->sendbuf + (size_t)r * bytes ? MPI_IN_PLACE : a->recvbuf,
-                          nb, MPI_BYTE, a->root, comm, &req);
-        break;
-    case SPMD__C_ALL_GATHER: /* select.c put our block in place already */
-        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, list ? list : a->recvbuf, nb, MPI_BYTE, comm, &req);
-        break;
-    case SPMD__C_REDUCE_SCATTER: rc = MPI_Ireduce_scatter_block(sb, a->recvbuf, n, t, op, comm, &req); break;
+    case SPMD__C_REDUCE_SCATTER: rc = MPI_Ireduce_scatter_block(sb, rb, n, t, op, comm, &req); break;
     case SPMD__C_ALL_TO_ALL:
         if (v)
-            rc = MPI_Ialltoallv(sb, v, v + w, MPI_BYTE, a->recvbuf, v + 2 * w, v + 3 * w, MPI_BYTE, comm, &req);
+            rc = MPI_Ialltoallv(sb, v, v + w, MPI_BYTE, rb, v + 2 * w, v + 3 * w, MPI_BYTE, comm, &req);
         else
-            rc = MPI_Ialltoall(sb, nb, MPI_BYTE, a->recvbuf, nb, MPI_BYTE, comm, &req);
+            rc = MPI_Ialltoall(sb, nb, MPI_BYTE, rb, nb, MPI_BYTE, comm, &req);
         break;
     default: rc = MPI_ERR_OTHER; break;
     }
