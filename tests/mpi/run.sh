@@ -3,7 +3,8 @@
 #   run.sh <np> <shm|tcp> <program> [args...]
 # shm: Open MPI's shared memory (vader); tcp: --mca btl tcp,self, as between
 # hosts.  Skips (77) where mpirun is missing.  Sanitizer and test settings of
-# the environment are passed on to the ranks.
+# the environment are passed on to the ranks; MPIRUN_ARGS adds mpirun options
+# (--enable-recovery for the failure tests).
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not installed"; exit 77; }
 np=$1 btl=$2
 shift 2
@@ -21,5 +22,6 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS SPMD_SEGMENT_BYTES
 done
 # --bind-to none: several jobs share the cores (ctest -j); --oversubscribe:
 # more ranks than cores
-exec timeout 280 mpirun $root --oversubscribe --bind-to none -np "$np" --mca btl "$btls" \
+# shellcheck disable=SC2086
+exec timeout 280 mpirun $root --oversubscribe --bind-to none ${MPIRUN_ARGS:-} -np "$np" --mca btl "$btls" \
     -x SPMD_BACKEND=mpi -x SPMD_TIMEOUT="${SPMD_TIMEOUT:-30}" $pass "$@"
