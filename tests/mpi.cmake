@@ -87,3 +87,8 @@ endforeach()
 spmd_mpi_test(example_barrier_order 4 ${E}/barrier_order 4)
 spmd_mpi_test(example_mpi_ddp 2 ${E}/mpi_ddp)
 spmd_mpi_test(example_mpi_ddp 4 ${E}/mpi_ddp --replicas 2)
+
+# Benchmark (not a test): plain MPI_Allreduce against spmd over MPI in one run.
+add_executable(mpi_overhead ${PROJECT_SOURCE_DIR}/bench/mpi_overhead.c)
+target_link_libraries(mpi_overhead PRIVATE spmd_static)
+set_target_properties(mpi_overhead PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
