@@ -3,8 +3,9 @@
 #   run.sh <np> <shm|tcp> <program> [args...]
 # shm: Open MPI's shared memory (vader); tcp: --mca btl tcp,self, as between
 # hosts.  Skips (77) where mpirun is missing.  Sanitizer and test settings of
-# the environment are passed on to the ranks; MPIRUN_ARGS adds mpirun options
-# (--enable-recovery for the failure tests).
+# the environment are passed on to the ranks (SPMD_MPI_PRELOAD as their
+# LD_PRELOAD); MPIRUN_ARGS adds mpirun options (--enable-recovery for the
+# failure tests).
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not installed"; exit 77; }
 np=$1 btl=$2
 shift 2
@@ -20,6 +21,8 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS SPMD_SEGMENT_BYTES
     eval "set_=\${$v+x}"
     [ -n "$set_" ] && pass="$pass -x $v"
 done
+# ASan builds: the ranks (not mpirun) preload tests/mpi/lsan_nodelete.c
+[ -n "${SPMD_MPI_PRELOAD:-}" ] && pass="$pass -x LD_PRELOAD=$SPMD_MPI_PRELOAD"
 # --bind-to none: several jobs share the cores (ctest -j); --oversubscribe:
 # more ranks than cores
 # shellcheck disable=SC2086
