@@ -16,11 +16,19 @@
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Only registered when spmd called MPI_Init_thread: the application's MPI
- * is the application's to finalize. */
+ * is the application's to finalize.  Not after a rank was lost (died, or
+ * never answered): Open MPI's MPI_Finalize waits for every process of the
+ * job, that one too, so the process would never exit (mpirun
+ * --enable-recovery lets it end without). */
 static void finalize_at_exit(void) {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (fin) return;
+    if (spmd__mpi_rank_lost()) {
+        SPMD_LOGW("MPI_Finalize skipped: a rank of the job died or stopped answering, and MPI would wait for it");
+        return;
+    }
+    MPI_Finalize();
 }
 
 int spmd__mpi_app_initialized(void) {
@@ -132,6 +140,8 @@ spmd_status spmd_group_from_mpi_comm(MPI_Comm comm, const spmd_group_opts *opts,
                           "of its own to form a group of");
     return make_group(comm, opts, out, err, errlen);
 }
+
+int spmd_mpi_rank_lost(void) { return spmd__mpi_rank_lost(); }
 
 int spmd_group_mpi_thread_level(const spmd_group *g) {
     return g && g->t.ext == &spmd__mpi_ext ? spmd__mpi_level() : -1;

@@ -78,6 +78,11 @@ void spmd__mpi_lock(void);
 void spmd__mpi_unlock(void);
 /* MPI's text for an error code. */
 void spmd__mpi_errstr(int rc, char *out, size_t len);
+/* 1 once a group over MPI failed because a rank died or did not answer
+ * within the deadline (seen here or told by another rank): MPI_Finalize may
+ * then wait for that rank forever (Open MPI 4.1's finalize fences with every
+ * process of the job). */
+int spmd__mpi_rank_lost(void);
 
 /* ---- a group's link ----------------------------------------------------------- */
 /* Collective over comm (its ranks are the mesh's): duplicate it three times,

@@ -40,7 +40,7 @@
 
 #define NOTICE_MAGIC 0x4e4d5053u /* "SPMN" */
 #define NOTICE_HDR 24
-enum { N_ABORT = 1 };
+enum { N_ABORT = 1, N_LOST = 2 }; /* N_LOST: an abort because a rank died or timed out */
 #define CHECK_EVERY_NS 1000000ull   /* notices: every millisecond of waiting */
 #define LIVE_GRACE_MS 200           /* a dying peer's own notice (the cause) may trail its exit */
 #define SPIN_NS 200000ull           /* pure spinning before yielding */
@@ -49,6 +49,9 @@ enum { N_ABORT = 1 };
 /* ---- the process's MPI ------------------------------------------------------- */
 
 static atomic_int level_ = -1;
+static atomic_int rank_lost_; /* a rank of the job died or stopped answering (any group) */
+
+int spmd__mpi_rank_lost(void) { return atomic_load(&rank_lost_); }
 static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void spmd__mpi_set_level(int provided) { atomic_store(&level_, provided); }
@@ -203,12 +206,18 @@ static void reap_notices(spmd__mpi_link *l) {
     l->nout = k;
 }
 
+/* Ranks seen dead get no notice: Open MPI's TCP transport would try to
+ * reach them, warn, and could hold MPI_Finalize on the attempt.  A failure
+ * because a rank died or timed out says so (N_LOST), so every rank knows
+ * MPI_Finalize would wait for that rank (spmd__mpi_rank_lost). */
 static void broadcast_abort(spmd__mesh *m, spmd_status st, const char *msg) {
     spmd__mpi_link *l = spmd__mpi_of(m);
     if (!l) return;
+    if (st == SPMD_ERR_TIMEOUT) atomic_store(&rank_lost_, 1);
+    const int kind = atomic_load(&rank_lost_) ? N_LOST : N_ABORT;
     pthread_mutex_lock(&l->ctrl_mu);
     for (int r = 0; r < m->world; r++)
-        if (r != m->rank && !atomic_load(&m->peer_left[r])) send_notice(l, r, N_ABORT, st, msg);
+        if (r != m->rank && !l->exit_seen_ms[r]) send_notice(l, r, kind, st, msg);
     pthread_mutex_unlock(&l->ctrl_mu);
 }
 
@@ -221,9 +230,10 @@ static spmd_status take_notice(spmd__mpi_link *l, const MPI_Status *s, char *why
     if (n < NOTICE_HDR || spmd__get_u32(h) != NOTICE_MAGIC || spmd__get_u64(h + 16) != l->instance) return SPMD_OK;
     int kind = (int)spmd__get_u32(h + 4), from = s->MPI_SOURCE;
     if (from < 0 || from >= l->m->world) return SPMD_OK;
-    if (kind != N_ABORT) return SPMD_OK;
+    if (kind != N_ABORT && kind != N_LOST) return SPMD_OK;
     l->ctrl_in[SPMD__MPI_NOTICE_BYTES - 1] = 0;
     int code = (int32_t)spmd__get_u32(h + 8);
+    if (kind == N_LOST || code == SPMD_ERR_TIMEOUT) atomic_store(&rank_lost_, 1);
     snprintf(why, whylen, "rank %d reported: %s", from, l->ctrl_in + NOTICE_HDR);
     return code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
 }
@@ -260,6 +270,7 @@ static int find_dead(spmd__mpi_link *l, char *why, size_t whylen) {
         }
         if (now - l->exit_seen_ms[r] < LIVE_GRACE_MS) continue;
         snprintf(why, whylen, "rank %d died (its process %d on this host is gone)", r, l->pid[r]);
+        atomic_store(&rank_lost_, 1);
         return 1;
     }
     return 0;

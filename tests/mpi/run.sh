@@ -11,7 +11,7 @@ np=$1 btl=$2
 shift 2
 case $btl in
     shm) btls=vader,self ;;
-    tcp) btls=tcp,self ;;
+    tcp) btls=tcp,self ;;   # on loopback only (below): other tests' network namespaces come and go
     *) echo "run.sh: btl must be shm or tcp" >&2; exit 2 ;;
 esac
 root=
@@ -27,4 +27,5 @@ done
 # more ranks than cores
 # shellcheck disable=SC2086
 exec timeout 280 mpirun $root --oversubscribe --bind-to none ${MPIRUN_ARGS:-} -np "$np" --mca btl "$btls" \
+    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
     -x SPMD_BACKEND=mpi -x SPMD_TIMEOUT="${SPMD_TIMEOUT:-30}" $pass "$@"
