@@ -30,6 +30,9 @@ if(SPMD_SANITIZE STREQUAL "address")
   set(SPMD_MPI_ENV "SPMD_MPI_PRELOAD=$<TARGET_FILE:spmd_lsan_nodelete>"
       "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi/lsan.supp:print_suppressions=0"
       "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:verify_asan_link_order=0:fast_unwind_on_malloc=0")
+elseif(SPMD_SANITIZE STREQUAL "thread")
+  # MPI is not instrumented: reports with an MPI frame are suppressed (tests/mpi/tsan.supp says why)
+  set(SPMD_MPI_ENV "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi/tsan.supp")
 endif()
 
 # spmd_mpi_test(<name> <np> <command...> [ENV var=value...] [BTLS shm tcp]

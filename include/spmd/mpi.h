@@ -49,11 +49,11 @@ spmd_status spmd_group_from_mpi_comm(MPI_Comm comm, const spmd_group_opts *opts,
  * for a group over MPI; -1 for any other group. */
 int spmd_group_mpi_thread_level(const spmd_group *g);
 
-/* 1 once a group over MPI failed because a rank died or did not answer
- * within the deadline (seen by this process or reported by another rank);
- * else 0.  MPI_Finalize would then wait for that rank forever (Open MPI's
- * finalize waits for every process of the job): an application that owns MPI
- * should exit without it, as spmd does when it initialized MPI. */
+/* 1 once a group over MPI saw a rank of the job die (or was told by a rank
+ * that saw it); else 0.  MPI_Finalize would then wait for the dead rank
+ * forever (Open MPI's finalize waits for every process of the job): an
+ * application that owns MPI should exit without it, as spmd does when it
+ * initialized MPI. */
 int spmd_mpi_rank_lost(void);
 
 #ifdef __cplusplus

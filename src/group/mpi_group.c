@@ -16,16 +16,15 @@
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Only registered when spmd called MPI_Init_thread: the application's MPI
- * is the application's to finalize.  Not after a rank was lost (died, or
- * never answered): Open MPI's MPI_Finalize waits for every process of the
- * job, that one too, so the process would never exit (mpirun
- * --enable-recovery lets it end without). */
+ * is the application's to finalize.  Not after a rank died: Open MPI's
+ * MPI_Finalize waits for every process of the job, the dead one too, so the
+ * process would never exit (mpirun --enable-recovery lets it end without). */
 static void finalize_at_exit(void) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
     if (spmd__mpi_rank_lost()) {
-        SPMD_LOGW("MPI_Finalize skipped: a rank of the job died or stopped answering, and MPI would wait for it");
+        SPMD_LOGW("MPI_Finalize skipped: a rank of the job died, and MPI would wait for it forever");
         return;
     }
     MPI_Finalize();

@@ -78,10 +78,11 @@ void spmd__mpi_lock(void);
 void spmd__mpi_unlock(void);
 /* MPI's text for an error code. */
 void spmd__mpi_errstr(int rc, char *out, size_t len);
-/* 1 once a group over MPI failed because a rank died or did not answer
- * within the deadline (seen here or told by another rank): MPI_Finalize may
- * then wait for that rank forever (Open MPI 4.1's finalize fences with every
- * process of the job). */
+/* 1 once a rank of the job died (seen by a group here, or told by another
+ * rank): MPI_Finalize would then wait for it forever (Open MPI 4.1's
+ * finalize fences with every process of the job).  A rank that merely timed
+ * out does not count: it may still come, and a process that skips
+ * MPI_Finalize is an abnormal end to mpirun. */
 int spmd__mpi_rank_lost(void);
 
 /* ---- a group's link ----------------------------------------------------------- */

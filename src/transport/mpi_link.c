@@ -40,7 +40,7 @@
 
 #define NOTICE_MAGIC 0x4e4d5053u /* "SPMN" */
 #define NOTICE_HDR 24
-enum { N_ABORT = 1, N_LOST = 2 }; /* N_LOST: an abort because a rank died or timed out */
+enum { N_ABORT = 1, N_LOST = 2 }; /* N_LOST: an abort of a process that knows a rank died */
 #define CHECK_EVERY_NS 1000000ull   /* notices: every millisecond of waiting */
 #define LIVE_GRACE_MS 200           /* a dying peer's own notice (the cause) may trail its exit */
 #define SPIN_NS 200000ull           /* pure spinning before yielding */
@@ -49,7 +49,7 @@ enum { N_ABORT = 1, N_LOST = 2 }; /* N_LOST: an abort because a rank died or tim
 /* ---- the process's MPI ------------------------------------------------------- */
 
 static atomic_int level_ = -1;
-static atomic_int rank_lost_; /* a rank of the job died or stopped answering (any group) */
+static atomic_int rank_lost_; /* a rank of the job died (seen by any group, or told) */
 
 int spmd__mpi_rank_lost(void) { return atomic_load(&rank_lost_); }
 static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -207,13 +207,12 @@ static void reap_notices(spmd__mpi_link *l) {
 }
 
 /* Ranks seen dead get no notice: Open MPI's TCP transport would try to
- * reach them, warn, and could hold MPI_Finalize on the attempt.  A failure
- * because a rank died or timed out says so (N_LOST), so every rank knows
- * MPI_Finalize would wait for that rank (spmd__mpi_rank_lost). */
+ * reach them, warn, and could hold MPI_Finalize on the attempt.  A process
+ * that knows a rank died says so (N_LOST), so every rank knows MPI_Finalize
+ * would wait for it (spmd__mpi_rank_lost). */
 static void broadcast_abort(spmd__mesh *m, spmd_status st, const char *msg) {
     spmd__mpi_link *l = spmd__mpi_of(m);
     if (!l) return;
-    if (st == SPMD_ERR_TIMEOUT) atomic_store(&rank_lost_, 1);
     const int kind = atomic_load(&rank_lost_) ? N_LOST : N_ABORT;
     pthread_mutex_lock(&l->ctrl_mu);
     for (int r = 0; r < m->world; r++)
@@ -233,7 +232,7 @@ static spmd_status take_notice(spmd__mpi_link *l, const MPI_Status *s, char *why
     if (kind != N_ABORT && kind != N_LOST) return SPMD_OK;
     l->ctrl_in[SPMD__MPI_NOTICE_BYTES - 1] = 0;
     int code = (int32_t)spmd__get_u32(h + 8);
-    if (kind == N_LOST || code == SPMD_ERR_TIMEOUT) atomic_store(&rank_lost_, 1);
+    if (kind == N_LOST) atomic_store(&rank_lost_, 1);
     snprintf(why, whylen, "rank %d reported: %s", from, l->ctrl_in + NOTICE_HDR);
     return code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
 }
