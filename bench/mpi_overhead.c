@@ -45,14 +45,14 @@ static double timed(int k, const char *algo, spmd_group *g, float *in, float *ou
                 fprintf(stderr, "spmd_all_reduce: %s\n", spmd_group_errmsg(g));
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
-        } else {
-            spmd_coll_opts o = {algo};
-            spmd_work *w = NULL;
-            if (spmd_all_reduce_async(g, in, out, (size_t)n, SPMD_F32, SPMD_SUM, &o, &w) || spmd_work_wait(w, -1)) {
+        } else { /* the blocking call, the algorithm by name through the environment (as coll_sweep) */
+            setenv("SPMD_ALGO_ALL_REDUCE", algo, 1);
+            spmd_status st = spmd_all_reduce(g, in, out, (size_t)n, SPMD_F32, SPMD_SUM);
+            unsetenv("SPMD_ALGO_ALL_REDUCE");
+            if (st) {
                 fprintf(stderr, "spmd_all_reduce (%s): %s\n", algo, spmd_group_errmsg(g));
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
-            spmd_work_free(w);
         }
     }
     double t = (MPI_Wtime() - t0) / iters, slowest;
