@@ -80,6 +80,12 @@ spmd_status spmd_dag_backward(spmd_dag *d, int64_t ctx, int rec, const spmd_rpc_
 /* On the owner: the gradients of a local module in context ctx (NULL if
  * none were computed).  Valid until the context is released. */
 const float *spmd_dag_grads(spmd_dag *d, int64_t ctx, const char *module);
+/* On the owner: copy a local module's parameters (params, if not NULL) and
+ * its gradients of context ctx (grads, if not NULL; an error if it has none)
+ * into the caller's buffers of nparams floats, under the module's lock.  Use
+ * it instead of reading the module's memory directly: remote forward,
+ * backward and step calls run on the RPC pool's threads. */
+spmd_status spmd_dag_module_snapshot(spmd_dag *d, const char *module, int64_t ctx, float *params, float *grads);
 /* Free the context's records and gradients on every worker. */
 spmd_status spmd_dag_context_release(spmd_dag *d, int64_t ctx);
 

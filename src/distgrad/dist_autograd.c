@@ -426,6 +426,25 @@ const float *spmd_dag_grads(spmd_dag *d, int64_t ctx, const char *name) {
     return g ? g->g : NULL;
 }
 
+spmd_status spmd_dag_module_snapshot(spmd_dag *d, const char *name, int64_t ctx, float *params, float *grads) {
+    if (!d || !name) return SPMD_ERR_INVALID;
+    pthread_mutex_lock(&d->mu);
+    module *m = find_module(d, name);
+    grad_buf *g = m && grads ? grads_for(d, ctx, m, 0) : NULL;
+    pthread_mutex_unlock(&d->mu);
+    if (!m) return spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd: no module named '%s' here", name);
+    if (grads && !g)
+        return spmd__dag_fail(d, SPMD_ERR_INVALID, "dist autograd: module '%s' has no gradients in context %lld", name,
+                              (long long)ctx);
+    /* the module's lock orders this copy after any forward, backward or
+     * step the pool ran on it */
+    pthread_mutex_lock(&m->mu);
+    if (params) memcpy(params, m->m.params, m->m.nparams * sizeof(float));
+    if (grads) memcpy(grads, g->g, m->m.nparams * sizeof(float));
+    pthread_mutex_unlock(&m->mu);
+    return SPMD_OK;
+}
+
 spmd_status spmd_dag_context_release(spmd_dag *d, int64_t ctx) {
     if (!d) return SPMD_ERR_INVALID;
     dag_hdr h;

@@ -40,18 +40,21 @@ static void batch(float *x, int *y) {
     for (int i = 0; i < B; i++) y[i] = (int)(spmd_rng_next(&rng) % 10);
 }
 
-/* Owner-side check of one stage against the whole model. */
+/* Owner-side check of one stage against the whole model: its gradients in
+ * ctx, or its parameters after the step (copied under the module's lock:
+ * the step ran on this rank's RPC pool). */
 static int check_stage(int rank, spmd_dag *d, int64_t ctx, const char *name, const float *whole_grads,
-                       const float *stage_params, const float *whole_params, size_t n, int after_step) {
-    if (!after_step) {
-        const float *g = spmd_dag_grads(d, ctx, name);
-        RREQ(g, "no gradients for %s in context %lld", name, (long long)ctx);
-        float diff = max_diff(g, whole_grads, n);
-        RREQ(diff <= 1e-5f, "%s gradients differ by %g", name, diff);
-    } else {
-        float diff = max_diff(stage_params, whole_params, n);
-        RREQ(diff <= 1e-5f, "%s parameters after the step differ by %g", name, diff);
-    }
+                       const float *whole_params, size_t n, int after_step) {
+    float *mine = malloc(n * sizeof(float));
+    RREQ(mine, "out of memory");
+    spmd_status st = after_step ? spmd_dag_module_snapshot(d, name, ctx, mine, NULL)
+                                : spmd_dag_module_snapshot(d, name, ctx, NULL, mine);
+    if (st != SPMD_OK) free(mine);
+    RREQ(st == SPMD_OK, "%s: %s", name, spmd_dag_errmsg(d));
+    if (!after_step) RREQ(spmd_dag_grads(d, ctx, name) != NULL, "no gradients for %s", name);
+    float diff = max_diff(mine, after_step ? whole_params : whole_grads, n);
+    free(mine);
+    RREQ(diff <= 1e-5f, "%s %s differ by %g", name, after_step ? "parameters after the step" : "gradients", diff);
     return 0;
 }
 
@@ -146,14 +149,20 @@ static int body(int rank, int world, void *arg) {
         }
         RREQ(spmd_broadcast(g, &ctx, 1, SPMD_I64, 0) == SPMD_OK, "ctx broadcast");
         const float *wg = spmd_model_grads(whole, &np);
-        if (rank == own1 && check_stage(rank, d, ctx, "stage1", wg, NULL, NULL, SC_S1, 0)) return 1;
-        if (rank == own2 && check_stage(rank, d, ctx, "stage2", wg + SC_S1, NULL, NULL, SC_S2, 0)) return 1;
+        if (rank == own1 && check_stage(rank, d, ctx, "stage1", wg, NULL, SC_S1, 0)) return 1;
+        if (rank == own2 && check_stage(rank, d, ctx, "stage2", wg + SC_S1, NULL, SC_S2, 0)) return 1;
         spmd_barrier(g);
         if (rank == 0) RREQ(spmd_dist_optim_step(dopt, ctx) == SPMD_OK, "%s", spmd_dag_errmsg(d));
         spmd_barrier(g);
         spmd_optim_step(wopt, wparams, wg);
-        if (rank == own1 && check_stage(rank, d, ctx, "stage1", NULL, sc.p1, wparams, SC_S1, 1)) return 1;
-        if (rank == own2 && check_stage(rank, d, ctx, "stage2", NULL, sc.p2, wparams + SC_S1, SC_S2, 1)) return 1;
+        if (rank == own1 && check_stage(rank, d, ctx, "stage1", NULL, wparams, SC_S1, 1)) return 1;
+        if (rank == own2 && check_stage(rank, d, ctx, "stage2", NULL, wparams + SC_S1, SC_S2, 1)) return 1;
+        if (rank == own1) {   /* bad uses of the snapshot: no such module, no such context */
+            float one;
+            RREQ(spmd_dag_module_snapshot(d, "stage9", ctx, &one, NULL) == SPMD_ERR_INVALID, "unknown module");
+            RREQ(strstr(spmd_dag_errmsg(d), "stage9") != NULL, "%s", spmd_dag_errmsg(d));
+            RREQ(spmd_dag_module_snapshot(d, "stage1", ctx + 1000, NULL, &one) == SPMD_ERR_INVALID, "unknown ctx");
+        }
         spmd_barrier(g);
         if (rank == 0) RREQ(spmd_dag_context_release(d, ctx) == SPMD_OK, "%s", spmd_dag_errmsg(d));
         spmd_barrier(g);
