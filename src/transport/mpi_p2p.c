@@ -214,9 +214,12 @@ static int progress(spmd__mpi_link *l) {
         spmd__preq *r = a->r;
         a->r = NULL;
         if (!r) continue;
-        int err = rc == MPI_ERR_IN_STATUS ? p->st[k].MPI_ERROR : MPI_SUCCESS;
+        int err = rc == MPI_ERR_IN_STATUS ? p->st[k].MPI_ERROR : MPI_SUCCESS, cancelled = 0;
         if (r->send) r->source = r->peer;
-        if (err == MPI_SUCCESS) {
+        if (err == MPI_SUCCESS) MPI_Test_cancelled(&p->st[k], &cancelled);
+        if (cancelled) {
+            r->complete(r, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
+        } else if (err == MPI_SUCCESS) {
             r->complete(r, SPMD_OK, NULL);
         } else {
             char e[256], m2[SPMD__ERRLEN];
@@ -359,13 +362,43 @@ spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *done,
     }
 }
 
+static int active_index(const spmd__mpi_p2p *p, const spmd__preq *r) {
+    for (int i = 0; i < p->nact; i++)
+        if (p->acts[i].r == r) return i;
+    return -1;
+}
+
+/* spmd_work_free of an unfinished operation: a receive not matched yet is
+ * withdrawn; a send MPI can still cancel is; a transfer under way is waited
+ * for (MPI writes the receive's buffer until it ends), up to the group's
+ * deadline — then left to MPI, the work failing. */
 void spmd__mpi_cancel(spmd__mesh *m, spmd__preq *r) {
     spmd__mpi_link *l = spmd__mpi_of(m);
     if (!l) return;
     spmd__mpi_p2p *p = l->p2p_state;
     pthread_mutex_lock(&p->mu);
     progress(l); /* it may have just finished */
-    withdraw(p, r, SPMD_ERR_ABORTED, "operation cancelled (MPI may still complete a transfer already under way)");
+    if (remove_posted(p, r)) {
+        r->complete(r, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
+    int i = active_index(p, r);
+    if (i >= 0) {
+        spmd__mpi_lock();
+        MPI_Cancel(&p->reqs[i]); /* a send not matched yet; a matched transfer goes on */
+        spmd__mpi_unlock();
+    }
+    int64_t deadline = spmd__mesh_deadline(m);
+    spmd__mpi_idle idle;
+    spmd__mpi_idle_init(&idle, m);
+    while (active_index(p, r) >= 0 && spmd__remaining_ms(deadline) != 0) {
+        if (progress(l)) continue;
+        pthread_mutex_unlock(&p->mu);
+        spmd__mpi_idle_step(&idle, m);
+        pthread_mutex_lock(&p->mu);
+    }
+    withdraw(p, r, SPMD_ERR_TIMEOUT, "operation abandoned: MPI did not finish it within the deadline");
     pthread_mutex_unlock(&p->mu);
 }
 
