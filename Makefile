@@ -25,11 +25,12 @@ demo: build
 
 # The suite once per transport: the default (shared memory on one host), TCP
 # only, and shared memory required (the netns test mixes both: rings within a
-# namespace, TCP across).
+# namespace, TCP across).  TRANSPORT_LABELS: every test whose ranks talk.
+TRANSPORT_LABELS = 'mp|launcher|netns|example|ddp|parallel|rpc|fault|bench-tool|train'
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
-	cd $(BUILD) && SPMD_TRANSPORT=tcp ctest -j $(JOBS) --output-on-failure -L 'mp|launcher|netns|examples|ddp'
-	cd $(BUILD) && SPMD_TRANSPORT=shm ctest -j $(JOBS) --output-on-failure -L 'mp|launcher|netns|examples|ddp'
+	cd $(BUILD) && SPMD_TRANSPORT=tcp ctest -j $(JOBS) --output-on-failure -L $(TRANSPORT_LABELS)
+	cd $(BUILD) && SPMD_TRANSPORT=shm ctest -j $(JOBS) --output-on-failure -L $(TRANSPORT_LABELS)
 
 test-asan:
 	$(CMAKE) -S . -B build-asan -DSPMD_WERROR=ON -DSPMD_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null

@@ -1,55 +1,101 @@
 #!/bin/sh
 # All-reduce and ping-pong, spmd against its peers in the same run:
-# Open MPI over TCP (--mca btl tcp,self), Open MPI over shared memory, torch gloo.
-#   bench/compare.sh [build-dir] [world] [iters]
+# Open MPI over TCP (--mca btl tcp,self), Open MPI over shared memory
+# (--mca btl vader,self), torch gloo.
+#   bench/compare.sh [build-dir] [world] [iters] [rounds]
 # Needs bench/install-peers.sh; a missing peer is skipped with a note.
+#
+# rounds (default 1): spmd, Open MPI TCP and Open MPI shm run in turn, once
+# per round, so all see the same machine; every size shows its median over
+# the rounds (gloo, slow, runs in the first round only).  Both benchmarks
+# measure alike (bench/mpi_bench.c): all_reduce, the slowest rank's mean
+# over the iterations after 5 warm-ups; ping-pong, rank 0's timed loop of
+# round trips after 20 warm-ups, half of it per round trip.
+#
+# Binding: mpirun pins each rank to a core when there are no more ranks than
+# cores (its default, --bind-to core); spmd's ranks get the same with
+# SPMD_BIND=core then.  With more ranks than cores neither side binds.
+# BENCH_NICE=N runs every configuration under `nice -n N`, to keep other
+# jobs on a shared machine from dominating the figures (alike for all).
 set -u
 BUILD=${1:-build}
 W=${2:-2}
 IT=${3:-20}
+ROUNDS=${4:-1}
 MAXB=$((64 * 1024 * 1024))
+PPMAX=$((16 * 1024 * 1024))
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
-echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations"
+NICE=""
+[ -n "${BENCH_NICE:-}" ] && NICE="nice -n $BENCH_NICE"
+BIND=none
+[ "$W" -le "$(nproc)" ] && BIND=core
+echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 avx2 /proc/cpuinfo), $(date -u +%Y-%m-%d)"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}"
+echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations, median of $ROUNDS round(s)"
 
-"$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 --outplace-only \
-    | awk '!/^#/ && NF {print $1, $6, $8}' > "$TMP/spmd"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+HAVE_MPI=0
 if command -v mpicc >/dev/null 2>&1; then
-    mpicc -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpi_bench"
-    $MPIRUN -np "$W" --mca btl tcp,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" > "$TMP/mpitcp" 2>/dev/null
-    $MPIRUN -np "$W" --mca btl vader,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" > "$TMP/mpishm" 2>/dev/null
-else
-    echo "# (Open MPI not installed: skipped)"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"
+    mpicc -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpi_bench" && HAVE_MPI=1
 fi
+[ "$HAVE_MPI" = 1 ] || echo "# (Open MPI not installed: skipped)"
+: > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/gloo"
+for r in $(seq "$ROUNDS"); do
+    SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 \
+        --outplace-only | awk '!/^#/ && NF {print $1, $6, $8}' >> "$TMP/spmd"
+    if [ "$HAVE_MPI" = 1 ]; then
+        $NICE $MPIRUN -np "$W" --mca btl tcp,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpitcp"
+        $NICE $MPIRUN -np "$W" --mca btl vader,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpishm"
+    fi
+done
 # Debian's torch lives in the system python (a pyenv python3 may shadow it).
 PY=${SPMD_PYTHON:-/usr/bin/python3}
 if "$PY" -c "import torch" 2>/dev/null; then
-    "$PY" "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
+    $NICE "$PY" "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
 else
-    echo "# (python3-torch not installed: gloo skipped)"; : > "$TMP/gloo"
+    echo "# (python3-torch not installed: gloo skipped)"
 fi
-printf "%12s %20s %20s %20s %20s %10s %10s\n" bytes spmd "ompi-tcp" "ompi-shm" gloo "vs tcp" "vs gloo"
-awk 'FNR==1{f++} f==1{s[$1]=$3; st[$1]=$2; order[++n]=$1} f==2{t[$1]=$3; tt[$1]=$2} f==3{m[$1]=$3; mt[$1]=$2} f==4{g[$1]=$3; gt[$1]=$2}
-     END{for(i=1;i<=n;i++){b=order[i];
-        printf "%12d %10.3f(%8.1f) %10s(%8s) %10s(%8s) %10s(%8s) %10s %10s\n", b, s[b], st[b],
-          (b in t)?t[b]:"-", (b in tt)?tt[b]:"-", (b in m)?m[b]:"-", (b in mt)?mt[b]:"-", (b in g)?g[b]:"-", (b in gt)?gt[b]:"-",
-          (b in tt && st[b]>0)?sprintf("%.2fx", tt[b]/st[b]):"-", (b in gt && st[b]>0)?sprintf("%.2fx", gt[b]/st[b]):"-"}}' \
-    "$TMP/spmd" "$TMP/mpitcp" "$TMP/mpishm" "$TMP/gloo"
+
+# median over rounds of each size: "size time bw" lines -> "size time bw"
+median() {
+    sort -n -k1,1 -k2,2 "$1" | awk '{t[$1] = t[$1] " " $2; b[$1] = b[$1] " " $3; n[$1]++}
+        END {for (s in t) {k = split(t[s], x, " "); split(b[s], y, " "); m = int((k + 1) / 2);
+             print s, x[m], y[m]}}' | sort -n
+}
+for f in spmd mpitcp mpishm gloo; do median "$TMP/$f" > "$TMP/$f.med"; done
+
+printf "%12s %20s %20s %20s %20s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" gloo "vs shm" "vs tcp" "vs gloo"
+awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; order[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3} f==4{g[$1]=$2; gb[$1]=$3}
+     function cell(have, bw, us) { return have ? sprintf("%8.3f(%10.2f)", bw, us) : sprintf("%20s", "-") }
+     function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
+     END {for (i = 1; i <= n; i++) {b = order[i];
+        printf "%12d %20s %20s %20s %20s %9s %9s %9s\n", b, cell(1, sb[b], s[b]), cell(b in t, tb[b], t[b]),
+          cell(b in m, mb[b], m[b]), cell(b in g, gb[b], g[b]), ratio(b in m, m[b], s[b]), ratio(b in t, t[b], s[b]),
+          ratio(b in g, g[b], s[b])}}' \
+    "$TMP/spmd.med" "$TMP/mpitcp.med" "$TMP/mpishm.med" "$TMP/gloo.med"
 echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 
 if [ "$W" = 2 ]; then
     echo
-    echo "# ping-pong, half round trip us (bandwidth GB/s)"
-    "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $((16 * 1024 * 1024)) -f 4 -n 200 -w 20 \
-        | awk '!/^#/ && NF {print $1, $2, $3}' > "$TMP/pp"
-    if [ -x "$TMP/mpi_bench" ]; then
-        $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $((16 * 1024 * 1024)) 200 > "$TMP/pptcp" 2>/dev/null
-        $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $((16 * 1024 * 1024)) 200 > "$TMP/ppshm" 2>/dev/null
-    else : > "$TMP/pptcp"; : > "$TMP/ppshm"; fi
-    printf "%12s %22s %22s %22s\n" bytes spmd "ompi-tcp" "ompi-shm"
-    awk 'FNR==1{f++} f==1{s[$1]=$2" ("$3")"; o[++n]=$1} f==2{t[$1]=$2" ("$3")"} f==3{m[$1]=$2" ("$3")"}
-         END{for(i=1;i<=n;i++){b=o[i]; printf "%12d %22s %22s %22s\n", b, s[b], (b in t)?t[b]:"-", (b in m)?m[b]:"-"}}' \
-        "$TMP/pp" "$TMP/pptcp" "$TMP/ppshm"
+    echo "# ping-pong, half round trip us (bandwidth GB/s), 200 round trips after 20 warm-ups, median of $ROUNDS round(s)"
+    : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"
+    for r in $(seq "$ROUNDS"); do
+        SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n 200 -w 20 \
+            | awk '!/^#/ && NF {print $1, $2, $3}' >> "$TMP/pp"
+        if [ "$HAVE_MPI" = 1 ]; then
+            $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX 200 20 2>/dev/null >> "$TMP/pptcp"
+            $NICE $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $PPMAX 200 20 2>/dev/null >> "$TMP/ppshm"
+        fi
+    done
+    for f in pp pptcp ppshm; do median "$TMP/$f" > "$TMP/$f.med"; done
+    printf "%12s %22s %22s %22s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" "vs shm" "vs tcp"
+    awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; o[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3}
+         function cell(have, us, bw) { return have ? sprintf("%10.2f (%7.3f)", us, bw) : "-" }
+         function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
+         END {for (i = 1; i <= n; i++) {b = o[i]; printf "%12d %22s %22s %22s %9s %9s\n", b, cell(1, s[b], sb[b]),
+              cell(b in t, t[b], tb[b]), cell(b in m, m[b], mb[b]), ratio(b in m, m[b], s[b]), ratio(b in t, t[b], s[b])}}' \
+        "$TMP/pp.med" "$TMP/pptcp.med" "$TMP/ppshm.med"
+    echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 fi
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

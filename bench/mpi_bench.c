@@ -1,10 +1,13 @@
 /* The Open MPI peer of spmd-bench, for benchmarks only (built by
  * bench/compare.sh with mpicc; spmd never needs MPI).
- *   mpirun -np 2 --mca btl tcp,self mpi_bench allreduce 4 67108864 20
- *   mpirun -np 2 --mca btl tcp,self mpi_bench pingpong 4 16777216 200
- * Prints "size time_us busbw_GBps" lines: all_reduce float sum, time of the
- * slowest rank's mean over the iterations (after 5 warm-ups), busbw =
- * size/time × 2(n-1)/n; ping-pong: half round trip and size/time. */
+ *   mpirun -np 2 --mca btl tcp,self mpi_bench allreduce 4 67108864 20 [warmup]
+ *   mpirun -np 2 --mca btl tcp,self mpi_bench pingpong 4 16777216 200 [warmup]
+ * Prints "size time_us busbw_GBps" lines, measured as spmd-bench measures:
+ * all_reduce float sum, the slowest rank's mean over the iterations (after
+ * `warmup`, default 5), busbw = size/time × 2(n-1)/n; ping-pong (as
+ * osu_latency and spmd-bench -o pingpong): after `warmup` round trips, the
+ * loop of round trips timed as a whole on rank 0, half of it per iteration,
+ * and size/time. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +22,16 @@ int main(int argc, char **argv) {
     size_t minb = argc > 2 ? strtoull(argv[2], NULL, 10) : 4;
     size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 10) : 64u << 20;
     int iters = argc > 4 ? atoi(argv[4]) : 20;
+    int warmup = argc > 5 ? atoi(argv[5]) : 5;
     char *buf = malloc(maxb + 64), *out = malloc(maxb + 64);
     memset(buf, 0, maxb);
     for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
         double t = 0;
         if (!strcmp(what, "pingpong")) {
-            for (int i = -5; i < iters; i++) {
-                MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = MPI_Wtime();
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = 0;
+            for (int i = -warmup; i < iters; i++) {
+                if (i == 0) t0 = MPI_Wtime();
                 if (rank == 0) {
                     MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
                     MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -34,14 +39,14 @@ int main(int argc, char **argv) {
                     MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                     MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
                 }
-                if (i >= 0) t += MPI_Wtime() - t0;
             }
+            t = MPI_Wtime() - t0;
             double us = t / iters / 2 * 1e6;
             if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3));
         } else {
             int count = (int)(bytes / 4);
             if (count < 1) count = 1;
-            for (int i = 0; i < 5; i++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            for (int i = 0; i < warmup; i++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             MPI_Barrier(MPI_COMM_WORLD);
             for (int i = 0; i < iters; i++) {
                 double t0 = MPI_Wtime();

@@ -22,6 +22,7 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_linear.c
   ${CMAKE_CURRENT_LIST_DIR}/barrier_dissemination.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/allreduce_cma.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_hier.c
   ${CMAKE_CURRENT_LIST_DIR}/bcast_shm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce_shm.c

@@ -95,6 +95,7 @@ spmd_status spmd__allreduce_naive(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_butterfly(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_shm_oneshot(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
+spmd_status spmd__allreduce_cma(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__allreduce_hier(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- broadcast ---- */
 spmd_status spmd__bcast_tree(spmd__coll_ctx *c, const spmd__coll_args *a);

@@ -99,4 +99,16 @@ static inline uint64_t spmd__get_u64(const unsigned char *p) {
     return (uint64_t)spmd__get_u32(p) | ((uint64_t)spmd__get_u32(p + 4) << 32);
 }
 
+/* A 32-bit digest of n words, the same on every machine (multiply-xorshift
+ * per word: a handful of cycles where a byte-wise hash takes ~40 multiplies;
+ * for agreement checks, not security). */
+static inline uint32_t spmd__hash_words(const uint64_t *v, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ v[i]) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return (uint32_t)(h ^ (h >> 29));
+}
+
 #endif

@@ -38,7 +38,7 @@ void spmd__coll_args_free(spmd__coll_args *a) {
     a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
 }
 
-/* FNV-1a over the arguments every rank must agree on. */
+/* A digest of the arguments every rank must agree on. */
 static uint32_t describe(const spmd__coll_args *a) {
     uint64_t v[5] = {(uint64_t)a->kind, (uint64_t)a->count, (uint64_t)a->dt, (uint64_t)a->op,
                      (uint64_t)(int64_t)a->root};
@@ -46,10 +46,7 @@ static uint32_t describe(const spmd__coll_args *a) {
     if (a->kind == SPMD__C_BARRIER) v[1] = v[2] = v[3] = 0;
     if (a->kind != SPMD__C_REDUCE && a->kind != SPMD__C_ALL_REDUCE && a->kind != SPMD__C_REDUCE_SCATTER)
         v[3] = 0;
-    uint32_t h = 2166136261u;
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
+    return spmd__hash_words(v, 5);
 }
 
 static int is_rooted(spmd__coll_kind k) {
@@ -66,6 +63,10 @@ static int is_rooted(spmd__coll_kind k) {
 static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *errbuf, size_t errlen) {
     spmd__coll_ctx *c = &g->exec->ctx;
     c->use_cma = waited;
+    /* Yield while spinning when another thread may want this core: a peer
+     * rank (more ranks than cores), or, for a collective in the background,
+     * the caller's computation. */
+    c->yield_in_spin = g->t.oversubscribed || !waited;
     char fmsg[SPMD__ERRLEN];
     spmd_status st = spmd__group_check(g, fmsg, sizeof fmsg);
     if (st) {
@@ -123,7 +124,7 @@ static void *exec_main(void *arg) {
 static void run_queue_until(spmd_group *g, spmd_work *w) {
     spmd__exec *e = g->exec;
     pthread_mutex_lock(&e->mu);
-    while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+    while (!spmd__work_done(w)) {
         if (e->busy) { /* another thread runs one: it wakes us when done */
             pthread_cond_wait(&e->cv, &e->mu);
             continue;
@@ -191,14 +192,7 @@ spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen) {
     e->ctx.m = &g->t;
     size_t seg = env_size("SPMD_SEGMENT_BYTES", 1u << 20, 64, (size_t)1 << 30);
     e->ctx.segment_bytes = seg & ~(size_t)63;
-    /* Busy-polling pays when every rank of the node has a core; when the node
-     * is oversubscribed a spinning rank steals the core its peer needs. */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int oversubscribed = ncpu > 0 && g->local_world > ncpu;
-    e->ctx.spin_ns = (uint64_t)env_size("SPMD_SPIN_US", oversubscribed ? 5 : 200, 0, 1000000) * 1000u;
-    /* Yield while spinning: the peer rank or our own executor thread may be
-     * waiting for this core. */
-    e->ctx.yield_in_spin = 1;
+    e->ctx.spin_ns = g->t.spin_ns; /* the mesh's busy-poll budget (SPMD_SPIN_US) */
     g->exec = e;
     return SPMD_OK;
 }
@@ -269,7 +263,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
         return SPMD_OK;
     }
     spmd_status st = spmd_work_wait(w, -1);
-    if (st == SPMD_ERR_TIMEOUT && !atomic_load(&w->done)) {
+    if (st == SPMD_ERR_TIMEOUT && spmd_work_test(w) == SPMD_ERR_AGAIN) {
         /* The executor has its own deadline; the wait above only overshoots
          * when collectives queued ahead took long.  Wait for it to finish. */
         st = spmd_work_wait(w, 1 << 30);

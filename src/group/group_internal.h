@@ -69,7 +69,7 @@ struct spmd_work {
     spmd__preq req;           /* p2p: what the transport's engine sees (first member) */
     spmd__work_kind kind;
     spmd_group *g;
-    atomic_int done;
+    atomic_int state;         /* work.c: done, owner sleeping, completer gone */
     spmd_status status;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -80,9 +80,19 @@ struct spmd_work {
 };
 
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
+/* The same in caller-owned memory (a blocking call's handle on its stack),
+ * and its end: everything spmd_work_free does but free(). */
+void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind);
+void spmd__work_release(spmd_work *w);
 /* Complete a work: store status/message, wake waiters.  After this call the
  * completer must not touch w again. */
 void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg);
+/* 1 once w is complete (its status and message final). */
+int spmd__work_done(spmd_work *w);
+
+/* SPMD_BIND=core: pin this process's calling thread (and the threads it
+ * starts later) to a core of its own among the host's ranks (bind.c). */
+void spmd__group_bind(int local_rank, int local_world);
 
 /* ---- group life cycle (init.c), shared with subgroup.c ------------------ */
 /* Claim the rank, agree on the world size and job id through g->store,

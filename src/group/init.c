@@ -264,6 +264,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     g->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : default_timeout_ms();
     g->local_rank = env.local_rank;
     g->local_world = env.local_world;
+    spmd__group_bind(g->local_rank, g->local_world); /* SPMD_BIND */
     int64_t deadline = spmd__group_deadline(g);
 
     char host[256];

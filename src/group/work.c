@@ -1,7 +1,15 @@
 /* work.c — work handles: one per async operation, completed exactly once by
  * whoever finishes the operation (the transport's p2p engine, the executor,
  * or an error path), waited on by the user.  Waiters spin briefly before
- * sleeping: most small operations finish within microseconds. */
+ * sleeping: most small operations finish within microseconds.
+ *
+ * Completion takes no lock unless the owner sleeps (one atomic state word):
+ *   DONE      the status and message are final (release: read them after it)
+ *   SLEEPING  the owner may be in pthread_cond_wait: the completer takes the
+ *             mutex and broadcasts
+ *   FREE      the completer will not touch the handle again: the owner waits
+ *             for it before reusing or freeing the handle
+ */
 #include <errno.h>
 #include <sched.h>
 #include <stddef.h>
@@ -10,15 +18,22 @@
 #include <string.h>
 #include <time.h>
 #include "group_internal.h"
+#include "transport/path.h"
+
+enum { W_DONE = 1, W_SLEEPING = 2, W_FREE = 4 };
+
+static int is_done(spmd_work *w) { return atomic_load_explicit(&w->state, memory_order_acquire) & W_DONE; }
+int spmd__work_done(spmd_work *w) { return is_done(w); }
 
 /* The engine completes the request embedded first in the work. */
 static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
     spmd__work_complete((spmd_work *)(void *)((char *)r - offsetof(spmd_work, req)), st, msg);
 }
 
-spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
-    spmd_work *w = calloc(1, sizeof *w);
-    if (!w) return NULL;
+void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind) {
+    memset(w, 0, offsetof(spmd_work, errmsg)); /* the message is written before it is read */
+    w->errmsg[0] = '\0';
+    memset(&w->next, 0, sizeof *w - offsetof(spmd_work, next));
     w->kind = kind;
     w->g = g;
     w->req.send = kind == SPMD__W_SEND;
@@ -31,73 +46,75 @@ spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
+}
+
+spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
+    spmd_work *w = malloc(sizeof *w);
+    if (w) spmd__work_init(w, g, kind);
     return w;
 }
 
 void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg) {
-    pthread_mutex_lock(&w->mu);
     w->status = st;
     if (st && msg) snprintf(w->errmsg, sizeof w->errmsg, "%s", msg);
-    atomic_store_explicit(&w->done, 1, memory_order_release);
+    int s = atomic_load_explicit(&w->state, memory_order_relaxed);
+    /* no sleeper: DONE and FREE at once, and the handle is the owner's again */
+    while (!atomic_compare_exchange_weak_explicit(&w->state, &s, s | W_DONE | (s & W_SLEEPING ? 0 : W_FREE),
+                                                  memory_order_acq_rel, memory_order_relaxed)) {
+    }
+    if (!(s & W_SLEEPING)) return;
+    pthread_mutex_lock(&w->mu);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    atomic_fetch_or_explicit(&w->state, W_FREE, memory_order_release);
 }
 
 spmd_status spmd_work_test(spmd_work *w) {
     if (!w) return SPMD_ERR_INVALID;
-    if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+    if (!is_done(w)) {
         if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
         else if (w->g->t.caller_thread_only) spmd__exec_help(w); /* nobody else runs it */
-        if (!atomic_load_explicit(&w->done, memory_order_acquire)) return SPMD_ERR_AGAIN;
+        if (!is_done(w)) return SPMD_ERR_AGAIN;
     }
-    pthread_mutex_lock(&w->mu); /* pairs with the completer's unlock */
-    spmd_status st = w->status;
-    pthread_mutex_unlock(&w->mu);
-    return st;
+    return w->status; /* final once DONE is seen (acquire) */
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
 }
 
 /* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
  * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
- * so spin longer there; when ranks outnumber cores, spinning takes the core
- * the sender needs, so give up soon and sleep (yielding meanwhile). */
+ * so spin longer there, and touch the engine only when its ring has bytes
+ * (no lock, no system call while nothing comes).  When ranks outnumber cores,
+ * spinning takes the core the sender needs: yield while spinning and give up
+ * soon.  Over TCP every look is a system call; yield between them so the
+ * progress thread or the peer rank may run. */
 static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
-    uint64_t spin_ns = m->oversubscribed ? 10000 : m->shm ? 200000 : 50000;
+    const int peer = w->req.poll_peer;
+    const uint64_t spin_ns = m->shm ? m->spin_ns : m->spin_ns < 50000 ? m->spin_ns : 50000;
+    const int yield = m->oversubscribed || !m->shm;
     uint64_t spin_until = spmd__now_ns() + spin_ns;
-    spmd__p2p_spin_begin(m);
-    for (unsigned i = 0; !atomic_load_explicit(&w->done, memory_order_acquire); i++) {
-        spmd__p2p_poll(m, w->req.poll_peer);
+    spmd__p2p_spin_begin(m, peer);
+    for (unsigned i = 0; !is_done(w); i++) {
+        if (spmd__p2p_ready(m, peer)) spmd__p2p_poll(m, peer);
+        else cpu_relax();
         if ((i & 63) == 63) {
             if (spmd__now_ns() >= spin_until) break;
-            sched_yield(); /* let the progress thread or the peer rank run */
+            if (yield || spmd__shm_shares_cpu(m->shm, peer)) sched_yield();
         }
     }
-    spmd__p2p_spin_end(m);
+    spmd__p2p_spin_end(m, peer);
 }
 
-spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
-    if (!w) return SPMD_ERR_INVALID;
-    if (timeout_ms < 0) timeout_ms = w->g ? w->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS;
-    if (w->kind == SPMD__W_COLL) {
-        if (!atomic_load_explicit(&w->done, memory_order_acquire)) spmd__exec_help(w);
-        uint64_t spin_until = spmd__now_ns() + 20000;
-        while (!atomic_load_explicit(&w->done, memory_order_acquire) && spmd__now_ns() < spin_until)
-            sched_yield();
-    } else if (!atomic_load_explicit(&w->done, memory_order_acquire)) {
-        spmd__mesh *m = &w->g->t;
-        if (!m->ext) {
-            spin_p2p(w);
-        } else if (m->ext->wait(m, &w->req, &w->done, spmd__deadline(timeout_ms)) == SPMD_ERR_TIMEOUT) {
-            /* no progress thread (MPI): the waiter drives the transport */
-            pthread_mutex_lock(&w->mu);
-            snprintf(w->errmsg, sizeof w->errmsg, "work not finished after %d ms", timeout_ms);
-            pthread_mutex_unlock(&w->mu);
-            return SPMD_ERR_TIMEOUT;
-        }
-    }
-    int64_t deadline = spmd__deadline(timeout_ms);
+/* Sleep until w is done or the deadline passes (SPMD_ERR_TIMEOUT). */
+static spmd_status sleep_until_done(spmd_work *w, int64_t deadline, int timeout_ms) {
     pthread_mutex_lock(&w->mu);
-    while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+    atomic_fetch_or_explicit(&w->state, W_SLEEPING, memory_order_acq_rel);
+    while (!is_done(w)) {
         int left = spmd__remaining_ms(deadline);
         if (left == 0) {
             snprintf(w->errmsg, sizeof w->errmsg, "work not finished after %d ms", timeout_ms);
@@ -112,27 +129,54 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
-    spmd_status st = w->status;
     pthread_mutex_unlock(&w->mu);
-    return st;
+    return SPMD_OK;
+}
+
+spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
+    if (!w) return SPMD_ERR_INVALID;
+    if (timeout_ms < 0) timeout_ms = w->g ? w->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS;
+    if (w->kind == SPMD__W_COLL) {
+        if (!is_done(w)) spmd__exec_help(w);
+        uint64_t spin_until = spmd__now_ns() + 20000;
+        while (!is_done(w) && spmd__now_ns() < spin_until) sched_yield();
+    } else if (!is_done(w)) {
+        spmd__mesh *m = &w->g->t;
+        if (!m->ext) {
+            spin_p2p(w);
+        } else if (m->ext->wait(m, &w->req, &w->state, W_DONE, spmd__deadline(timeout_ms)) == SPMD_ERR_TIMEOUT) {
+            /* no progress thread (MPI): the waiter drives the transport, and
+             * nobody completes w while it sleeps */
+            snprintf(w->errmsg, sizeof w->errmsg, "work not finished after %d ms", timeout_ms);
+            return SPMD_ERR_TIMEOUT;
+        }
+    }
+    if (!is_done(w)) {
+        spmd_status st = sleep_until_done(w, spmd__deadline(timeout_ms), timeout_ms);
+        if (st) return st;
+    }
+    return w->status;
 }
 
 const char *spmd_work_errmsg(const spmd_work *w) { return w ? w->errmsg : "no work handle"; }
 int spmd_work_source(const spmd_work *w) { return w ? w->req.source : -1; }
 int spmd_work_tag(const spmd_work *w) { return w ? w->req.tag : -1; }
 
-void spmd_work_free(spmd_work *w) {
-    if (!w) return;
-    /* Never free while the operation may still write into the user's buffer
-     * or touch the handle.  A receive nobody will ever match is cancelled;
-     * anything else is waited for (sends drain or fail with their peer,
-     * collectives have deadlines). */
-    if (w->kind != SPMD__W_COLL && !atomic_load(&w->done)) spmd__p2p_cancel(&w->g->t, &w->req);
-    pthread_mutex_lock(&w->mu);
-    while (!atomic_load_explicit(&w->done, memory_order_acquire)) pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
+void spmd__work_release(spmd_work *w) {
+    /* Never release while the operation may still write into the user's
+     * buffer or touch the handle.  A receive nobody will ever match is
+     * cancelled; anything else is waited for (sends drain or fail with their
+     * peer, collectives have deadlines). */
+    if (w->kind != SPMD__W_COLL && !is_done(w)) spmd__p2p_cancel(&w->g->t, &w->req);
+    if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
+    while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
+}
+
+void spmd_work_free(spmd_work *w) {
+    if (!w) return;
+    spmd__work_release(w);
     free(w);
 }

@@ -88,18 +88,14 @@ static int decode(const unsigned char *b, probe *p) {
     return 1;
 }
 
-spmd_status spmd__cma_read(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
-                           size_t errlen) {
+/* Read len bytes at addr, then the 8 bytes at seal_addr into *seal_now, in
+ * one call: the seal is read after the payload. */
+static spmd_status read_then_seal(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,
+                                  uint64_t *seal_now, char *err, size_t errlen) {
     const spmd__cma_peer *p = &g->cma[peer];
-    uint64_t token = 0;
-    /* The token is read after the payload: a sender whose group failed
-     * changes its token before its caller may free the buffer, so a payload
-     * read from freed memory is always followed by a token that no longer
-     * matches. */
-    struct iovec local[2] = {{dst, len}, {&token, sizeof token}};
-    struct iovec remote[2] = {{(void *)(uintptr_t)addr, len},
-                              {(void *)(uintptr_t)p->token_addr, sizeof token}};
-    size_t want = sizeof token + len, got = 0;
+    struct iovec local[2] = {{dst, len}, {seal_now, sizeof *seal_now}};
+    struct iovec remote[2] = {{(void *)(uintptr_t)addr, len}, {(void *)(uintptr_t)seal_addr, sizeof *seal_now}};
+    size_t want = sizeof *seal_now + len, got = 0;
     while (got < want) {
         ssize_t n = process_vm_readv(p->pid, local, 2, remote, 2, 0);
         if (n < 0 && errno == EINTR) continue;
@@ -118,11 +114,36 @@ spmd_status spmd__cma_read(spmd__mesh *g, int peer, void *dst, uint64_t addr, si
             n -= (ssize_t)take;
         }
     }
-    if (token != p->token)
+    return SPMD_OK;
+}
+
+spmd_status spmd__cma_read(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, char *err,
+                           size_t errlen) {
+    /* The token is read after the payload: a sender whose group failed
+     * changes its token before its caller may free the buffer, so a payload
+     * read from freed memory is always followed by a token that no longer
+     * matches. */
+    const spmd__cma_peer *p = &g->cma[peer];
+    uint64_t token = 0;
+    spmd_status st = read_then_seal(g, peer, dst, addr, len, p->token_addr, &token, err, errlen);
+    if (!st && token != p->token)
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
                           "rank %d (pid %d) failed its group or is gone: its memory no longer holds its token",
                           peer, p->pid);
-    return SPMD_OK;
+    return st;
+}
+
+spmd_status spmd__cma_read_sealed(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,
+                                  uint64_t seal, char *err, size_t errlen) {
+    /* the same rule with the sender's own seal, which it changes before it
+     * takes the buffer back (its send withdrawn or failed) */
+    uint64_t now = 0;
+    spmd_status st = read_then_seal(g, peer, dst, addr, len, seal_addr, &now, err, errlen);
+    if (!st && now != seal)
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
+                          "rank %d (pid %d) took its buffer back before it was read (its send was withdrawn or its "
+                          "group failed)", peer, g->cma[peer].pid);
+    return st;
 }
 
 spmd_status spmd__cma_negotiate(spmd__mesh *g, int64_t deadline, char *err, size_t errlen) {

@@ -12,6 +12,11 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, spmd_store *store, const char *bin
                                char *err, size_t errlen) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     m->oversubscribed = ncpu > 0 && m->local_world > ncpu;
+    /* Busy-polling pays when every rank of the host has a core; when ranks
+     * outnumber cores a spinning rank steals the core its peer needs. */
+    long spin_us = m->oversubscribed ? 5 : 200;
+    if (spmd__env_int("SPMD_SPIN_US", 0, 1000000, &spin_us) != SPMD_OK) spin_us = m->oversubscribed ? 5 : 200;
+    m->spin_ns = (uint64_t)spin_us * 1000u;
     spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, deadline,
                                       err, errlen);
     if (st) return st;

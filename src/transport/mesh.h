@@ -52,6 +52,7 @@ typedef struct spmd__mesh {
     int rank, world;
     int local_world;              /* ranks on this host, as the launcher says (spin policy) */
     int oversubscribed;           /* more ranks on this host than cores: spin briefly, sleep early */
+    uint64_t spin_ns;             /* busy-poll budget of a waiter before it sleeps (SPMD_SPIN_US) */
     char name[64];                /* the group's name, for messages */
     int timeout_ms;               /* default deadline of blocking waits */
     uint64_t job_id;
@@ -94,8 +95,9 @@ struct spmd__mesh_ext {
     spmd_status (*post_send)(struct spmd__mesh *m, struct spmd__preq *r, char *err, size_t errlen);
     spmd_status (*post_recv)(struct spmd__mesh *m, struct spmd__preq *r, char *err, size_t errlen);
     void (*poll)(struct spmd__mesh *m, int peer);
-    /* Wait (driving progress) until *done or the deadline: SPMD_OK or SPMD_ERR_TIMEOUT. */
-    spmd_status (*wait)(struct spmd__mesh *m, struct spmd__preq *r, const atomic_int *done, int64_t deadline);
+    /* Wait (driving progress) until (*state & done_bit) or the deadline: SPMD_OK or SPMD_ERR_TIMEOUT. */
+    spmd_status (*wait)(struct spmd__mesh *m, struct spmd__preq *r, const atomic_int *state, int done_bit,
+                        int64_t deadline);
     void (*cancel)(struct spmd__mesh *m, struct spmd__preq *r);
     void (*fail_all)(struct spmd__mesh *m, spmd_status st, const char *msg);
     void (*broadcast_abort)(struct spmd__mesh *m, spmd_status st, const char *msg);
@@ -146,7 +148,11 @@ struct spmd__preq {
     int tag;         /* rewritten with the message's tag on match */
     int dtype;       /* spmd_dtype of the elements (checked against the other side), -1: none */
     int source;      /* the sender, once matched */
+    int waiting;     /* the poster waits for it at once (blocking call): it drives the engine itself */
     uint64_t id;     /* rendezvous id */
+    uint64_t seal;   /* a send read by cross-memory attach: what the reader must find here after the
+                        payload (changed before the buffer is handed back early) */
+    uint64_t cma[3]; /* a receive matched to such a send: the sender's address, seal address, seal */
     spmd__preq *next;
     void (*complete)(spmd__preq *r, spmd_status st, const char *msg);
 };
@@ -159,9 +165,14 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t 
 /* Progress p2p traffic with `peer` (-1: every peer) on the calling thread,
  * without blocking; used by waiters. */
 void spmd__p2p_poll(spmd__mesh *m, int peer);
-/* A waiter polls the rings itself for a while (senders need not wake us). */
-void spmd__p2p_spin_begin(spmd__mesh *m);
-void spmd__p2p_spin_end(spmd__mesh *m);
+/* Whether spmd__p2p_poll(m, peer) may have something to do: bytes on a
+ * ring, frames queued to it, or a TCP peer (which cannot be told without a
+ * system call).  No lock, no system call: spinning waiters call it first. */
+int spmd__p2p_ready(spmd__mesh *m, int peer);
+/* A waiter polls the rings of `peer` (-1: every peer) itself for a while:
+ * their writers need not wake our progress thread meanwhile. */
+void spmd__p2p_spin_begin(spmd__mesh *m, int peer);
+void spmd__p2p_spin_end(spmd__mesh *m, int peer);
 /* Withdraw a posted receive (or a large send not yet cleared) that has not
  * matched yet: completes it with SPMD_ERR_ABORTED; nothing when it matched. */
 void spmd__p2p_cancel(spmd__mesh *m, spmd__preq *r);
@@ -180,5 +191,9 @@ spmd_status spmd__cma_negotiate(spmd__mesh *m, int64_t deadline, char *err, size
 /* Read len bytes at the peer's address addr into dst (checks the peer's token). */
 spmd_status spmd__cma_read(spmd__mesh *m, int peer, void *dst, uint64_t addr, size_t len, char *err,
                            size_t errlen);
+/* The same with the sender's own seal: after the payload, the 8 bytes at the
+ * peer's seal_addr must still read `seal` (point-to-point sends, p2p_engine.c). */
+spmd_status spmd__cma_read_sealed(spmd__mesh *m, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,
+                                  uint64_t seal, char *err, size_t errlen);
 
 #endif

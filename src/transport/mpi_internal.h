@@ -131,7 +131,7 @@ void spmd__mpi_p2p_free(spmd__mpi_link *l);
 spmd_status spmd__mpi_post_send(spmd__mesh *m, spmd__preq *r, char *err, size_t errlen);
 spmd_status spmd__mpi_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t errlen);
 void spmd__mpi_poll(spmd__mesh *m, int peer);
-spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *done, int64_t deadline);
+spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *state, int done_bit, int64_t deadline);
 void spmd__mpi_cancel(spmd__mesh *m, spmd__preq *r);
 void spmd__mpi_fail_all(spmd__mesh *m, spmd_status st, const char *msg);
 /* The largest spmd tag the p2p channel carries (MPI_TAG_UB / 8). */

@@ -340,7 +340,7 @@ static void withdraw(spmd__mpi_p2p *p, spmd__preq *r, spmd_status st, const char
     }
 }
 
-spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *done, int64_t deadline) {
+spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *state, int done_bit, int64_t deadline) {
     (void)r; /* progress is for every request alike */
     spmd__mpi_link *l = spmd__mpi_of(m);
     spmd__mpi_p2p *p = l->p2p_state;
@@ -348,13 +348,13 @@ spmd_status spmd__mpi_wait(spmd__mesh *m, spmd__preq *r, const atomic_int *done,
     spmd__mpi_idle_init(&idle, m);
     char msg[SPMD__ERRLEN];
     for (unsigned it = 0;; it++) {
-        if (atomic_load_explicit(done, memory_order_acquire)) return SPMD_OK;
+        if (atomic_load_explicit(state, memory_order_acquire) & done_bit) return SPMD_OK;
         int moved = 0;
         if (!pthread_mutex_trylock(&p->mu)) {
             moved = progress(l);
             pthread_mutex_unlock(&p->mu);
         }
-        if (atomic_load_explicit(done, memory_order_acquire)) return SPMD_OK;
+        if (atomic_load_explicit(state, memory_order_acquire) & done_bit) return SPMD_OK;
         spmd__mpi_check(l, 0, msg, sizeof msg); /* a failure completes r through fail_all */
         if ((it & 63) == 63 && spmd__remaining_ms(deadline) == 0) return SPMD_ERR_TIMEOUT;
         if (moved) spmd__mpi_idle_reset(&idle);

@@ -7,6 +7,11 @@
  *   RTS      "I have `len` bytes for you with this tag" (large message, id)
  *   CTS      receiver to sender: matched, send message `id` now
  *   DATA     payload of message `id` (len bytes) follows
+ *   RGET     as RTS, for a pair that may read each other's memory (cma.c):
+ *            24 bytes follow, the buffer's address, the seal's address and
+ *            the seal; the receiver reads the message itself, then sends
+ *   FIN      receiver to sender: message `id` read (tag 0) or not (tag: the
+ *            negative status)
  *   NACK     receiver to sender: message `id` refused, receiver expected `len` bytes
  *            (of its dtype)
  *   REFUSED  receiver to sender: an eager message with `tag` was refused
@@ -17,11 +22,24 @@
  *
  * Small messages go eagerly (the receiver buffers them if no receive is
  * posted yet); large ones wait for the receiver's CTS so they land directly in
- * the posted buffer and a size mismatch is reported to both sides.  Frames to
- * one peer are written in order; reads never block on the application, so no
- * peer can stall another.  One mutex guards all of it: the user's threads post
- * and may write straight to an idle socket, the progress thread does the rest.
- * A peer whose connection ends without BYE is dead: the whole group fails.
+ * the posted buffer and a size mismatch is reported to both sides — or, under
+ * one kernel, the receiver copies them straight out of the sender's buffer
+ * (RGET/FIN: one copy instead of two through a ring or four through TCP).
+ * Frames to one peer are written in order; reads never block on the
+ * application, so no peer can stall another.  One mutex guards all of it: the
+ * user's threads post and may write straight to an idle path, the progress
+ * thread does the rest; a cross-memory copy runs outside it.  A peer whose
+ * connection ends without BYE is dead: the whole group fails.
+ *
+ * Waking over shared memory (path.h): a ring's writer rings the doorbell (a
+ * system call, and a wake-up of our progress thread) only when the ring's
+ * "consumer asleep" flag is up.  It is up only while this rank waits for
+ * something from that peer (a posted receive, a CTS/FIN, DATA) and no thread
+ * of ours polls the ring itself; otherwise a message waits in the ring, the
+ * next receive posted or waiter reads it, and a ring past half full rings
+ * anyway (the "idle" flag) so unexpected messages never block their sender
+ * for good.  A blocking call polls the ring itself (spmd__p2p_spin_*), so a
+ * ping-pong costs no system call at all.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,7 +58,11 @@
 #define EAGER_MAX (64u * 1024u)
 #define ABORT_MAX 1024u
 
-enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_MAX };
+enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_RGET, F_FIN, F_MAX };
+#define RGET_LEN 24u /* RGET's payload: address, seal address, seal */
+/* Smallest send read by cross-memory attach where the pair allows it
+ * (SPMD_P2P_CMA_MIN_BYTES); smaller ones go through the ring. */
+#define CMA_MIN_DEFAULT (32u * 1024u)
 
 typedef struct frame {
     unsigned char hdr[HDR];
@@ -56,9 +78,10 @@ typedef struct frame {
 typedef struct unexp {
     int src;
     int dt;        /* the sender's dtype, -1 when it named none */
-    uint32_t type; /* F_EAGER (data held) or F_RTS (id, len only) */
+    uint32_t type; /* F_EAGER (data held), F_RTS (id, len only) or F_RGET (and cma) */
     uint32_t tag;
     uint64_t len, id;
+    uint64_t cma[3];
     char *data;
     struct unexp *next;
 } unexp;
@@ -68,7 +91,9 @@ typedef struct {
     spmd__path *path;    /* how bytes move: the connection itself or shared-memory rings */
     int shm;
     int dead, left;
+    int spinners;        /* our threads polling this peer's ring themselves */
     frame *sq, *sq_tail;
+    atomic_int queued;   /* sq != NULL, for spinners that look without the lock */
     int want_out;
     /* reader state */
     unsigned char hdr[HDR];
@@ -77,6 +102,8 @@ typedef struct {
     uint32_t type, tag;
     int dt;              /* the frame's dtype, -1: none */
     uint64_t len, id;
+    uint64_t plen;       /* the payload's length (len, or RGET_LEN) */
+    unsigned char rget[RGET_LEN];
     char *dst;           /* where the payload goes (NULL: discard) */
     uint64_t got;
     spmd__preq *rw;       /* receive completed by this payload, if any */
@@ -99,8 +126,9 @@ struct spmd__p2p {
     unexp *ux, *ux_tail;             /* unexpected messages, in arrival order */
     uint64_t next_id;
     int nshm;                        /* peers reached by shared memory */
-    atomic_int spinners;             /* waiters polling the rings themselves (spmd__p2p_spin_*) */
-    pthread_mutex_t watch_mu;        /* orders the rings' sleep flags between spinners */
+    size_t cma_min;                  /* sends from this size go by RGET where the pair allows */
+    spmd__preq *copies;              /* receives matched to an RGET, to be read outside the lock */
+    pthread_mutex_t copy_mu;         /* ... one at a time */
 };
 
 /* A request is done: hand it back to its owner. */
@@ -140,6 +168,11 @@ static void set_out(spmd__p2p *p, int i, int want) {
 
 static void fail_work(spmd__preq *w, spmd_status st, const char *msg) { w->complete(w, st, msg); }
 
+/* A send whose buffer a peer may be reading by cross-memory attach is handed
+ * back early (failed, withdrawn): change its seal first, so that a read
+ * racing with the caller's reuse of the buffer is told (cma.c). */
+static void revoke_seal(spmd__preq *w) { __atomic_store_n(&w->seal, 0, __ATOMIC_SEQ_CST); }
+
 /* Fail every operation in flight (group failed or destroyed). */
 static void fail_everything(spmd__p2p *p, spmd_status st, const char *msg) {
     spmd__mesh *g = p->m;
@@ -151,7 +184,12 @@ static void fail_everything(spmd__p2p *p, spmd_status st, const char *msg) {
     p->posted_tail = NULL;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
-        while (pe->rts_wait) { spmd__preq *w = pe->rts_wait; pe->rts_wait = w->next; fail_work(w, st, msg); }
+        while (pe->rts_wait) {
+            spmd__preq *w = pe->rts_wait;
+            pe->rts_wait = w->next;
+            revoke_seal(w);
+            fail_work(w, st, msg);
+        }
         while (pe->data_wait) { spmd__preq *w = pe->data_wait; pe->data_wait = w->next; fail_work(w, st, msg); }
         for (frame *f = pe->sq; f; f = f->next)
             if (f->w) { fail_work(f->w, st, msg); f->w = NULL; }
@@ -191,7 +229,10 @@ static int flush_peer(spmd__p2p *p, int i) {
         f->off += (size_t)w;
         if (f->off < total) continue;
         pe->sq = f->next;
-        if (!pe->sq) pe->sq_tail = NULL;
+        if (!pe->sq) {
+            pe->sq_tail = NULL;
+            atomic_store_explicit(&pe->queued, 0, memory_order_relaxed);
+        }
         if (f->w) {
             spmd__preq *done = f->w;
             done->source = i;
@@ -206,6 +247,16 @@ static int flush_peer(spmd__p2p *p, int i) {
 }
 
 static void peer_died(spmd__p2p *p, int i, const char *why);
+
+/* Frames wait for room in peer i's ring and no thread of ours polls it:
+ * ask its reader to ring the doorbell once it has read (Dekker: when room
+ * appeared meanwhile, write now).  -1 when the path failed. */
+static int watch_room(spmd__p2p *p, int i) {
+    peer *pe = &p->peers[i];
+    while (pe->sq && spmd__path_arm(pe->path, 0, 1))
+        if (flush_peer(p, i) < 0) return -1;
+    return 0;
+}
 
 /* Queue a frame to peer i and try to write it at once. */
 static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uint64_t len,
@@ -251,7 +302,9 @@ static spmd_status enqueue(spmd__p2p *p, int i, uint32_t type, uint32_t tag, uin
     if (pe->sq_tail) pe->sq_tail->next = f;
     else pe->sq = f;
     pe->sq_tail = f;
+    atomic_store_explicit(&pe->queued, 1, memory_order_relaxed);
     if (was_empty && flush_peer(p, i) < 0) peer_died(p, i, strerror(errno));
+    else if (pe->sq && pe->shm && !pe->spinners && watch_room(p, i) < 0) peer_died(p, i, strerror(errno));
     return SPMD_OK;
 }
 
@@ -311,6 +364,7 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
         if (i == g->rank || pe->dead || pe->fd < 0) continue;
         /* the tag field carries the failure's status code */
         enqueue(p, i, F_ABORT, (uint32_t)(int32_t)st, n, 0, msg, n, 1, NULL);
+        if (pe->shm) spmd__path_kick(pe->path); /* the peer may wait for nothing from us */
     }
 }
 
@@ -376,7 +430,7 @@ static void deliver_unexpected(spmd__p2p *p, spmd__preq *w, unexp *u) {
     w->tag = (int)u->tag;
     if (!fits(u->len, u->dt, w->len, w->dtype)) {
         mismatch_msg(msg, sizeof msg, p->m->rank, u->src, u->tag, u->len, u->dt, w->len, w->dtype);
-        if (u->type == F_RTS) enqueue(p, u->src, with_dt(F_NACK, w->dtype), u->tag, w->len, u->id, NULL, 0, 0, NULL);
+        if (u->type != F_EAGER) enqueue(p, u->src, with_dt(F_NACK, w->dtype), u->tag, w->len, u->id, NULL, 0, 0, NULL);
         else enqueue(p, u->src, with_dt(F_REFUSED, w->dtype), u->tag, w->len, 0, NULL, 0, 0, NULL);
         fail_work(w, SPMD_ERR_MISMATCH, msg);
         return;
@@ -384,6 +438,14 @@ static void deliver_unexpected(spmd__p2p *p, spmd__preq *w, unexp *u) {
     if (u->type == F_EAGER) {
         if (u->len) memcpy(w->buf, u->data, u->len);
         complete_req(w, SPMD_OK, NULL);
+        return;
+    }
+    if (u->type == F_RGET) { /* read it from the sender's memory once the lock is released */
+        w->id = u->id;
+        w->peer = u->src;
+        memcpy(w->cma, u->cma, sizeof w->cma);
+        w->next = p->copies;
+        p->copies = w;
         return;
     }
     /* RTS: ask for the data, which lands straight into w->buf. */
@@ -426,6 +488,7 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
     pe->tag = spmd__get_u32(pe->hdr + 4);
     pe->len = spmd__get_u64(pe->hdr + 8);
     pe->id = spmd__get_u64(pe->hdr + 16);
+    pe->plen = pe->len;
     pe->dst = NULL;
     pe->rw = NULL;
     pe->ux = NULL;
@@ -524,6 +587,27 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
         SPMD_LOGW("rank %d: rank %d refused a message with tag %u: its receive expected %s", p->m->rank, i, pe->tag, b);
         return 0;
     }
+    case F_RGET:
+        pe->plen = RGET_LEN;
+        pe->dst = (char *)pe->rget;
+        pe->in_payload = 1;
+        return 0;
+    case F_FIN: {
+        spmd__preq *w = list_take_id(&pe->rts_wait, pe->id);
+        if (!w) return 0; /* cancelled meanwhile (the reader found the seal changed) */
+        w->source = i;
+        int code = (int32_t)pe->tag;
+        if (!code) {
+            complete_req(w, SPMD_OK, NULL);
+            return 0;
+        }
+        char a[96];
+        describe(a, sizeof a, w->len, w->dtype);
+        snprintf(msg, sizeof msg, "send of %s with tag %d: rank %d could not read it from this process (%s)", a,
+                 w->tag, i, spmd_status_str(code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_SYSTEM));
+        fail_work(w, code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_SYSTEM, msg);
+        return 0;
+    }
     case F_BYE:
         pe->left = 1;
         atomic_store(&p->m->peer_left[i], 1);
@@ -540,9 +624,43 @@ static int on_header(spmd__p2p *p, int i, char *why, size_t whylen) {
     return -1;
 }
 
+/* An RGET's payload is in: match it like an RTS. */
+static int on_rget(spmd__p2p *p, int i, char *why, size_t whylen) {
+    peer *pe = &p->peers[i];
+    unexp u = {.src = i, .dt = pe->dt, .type = F_RGET, .tag = pe->tag, .len = pe->len, .id = pe->id};
+    for (int k = 0; k < 3; k++) u.cma[k] = spmd__get_u64(pe->rget + 8 * k);
+    if (!p->m->cma || !p->m->cma[i].ok) {
+        snprintf(why, whylen, "RGET from a rank this one may not read");
+        return -1;
+    }
+    spmd__preq *w = take_posted(p, i, pe->tag);
+    if (w) {
+        deliver_unexpected(p, w, &u);
+        return 0;
+    }
+    unexp *q = malloc(sizeof *q);
+    if (!q) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    *q = u;
+    arrived(p, q);
+    return 0;
+}
+
 static void on_payload_done(spmd__p2p *p, int i) {
     peer *pe = &p->peers[i];
     pe->in_payload = 0;
+    if (pe->type == F_RGET) {
+        char why[SPMD__ERRLEN], msg[SPMD__ERRLEN];
+        pe->dst = NULL;
+        if (on_rget(p, i, why, sizeof why) < 0) {
+            snprintf(msg, sizeof msg, "protocol error from rank %d: %s", i, why);
+            pe->left = 0;
+            peer_died(p, i, msg);
+        }
+        return;
+    }
     if (pe->rw) {
         spmd__preq *w = pe->rw;
         pe->rw = NULL;
@@ -575,7 +693,7 @@ static void read_peer(spmd__p2p *p, int i) {
         if (!pe->in_payload) {
             n = spmd__path_read(pe->path, pe->hdr + pe->hdr_got, HDR - pe->hdr_got);
         } else {
-            uint64_t want = pe->len - pe->got;
+            uint64_t want = pe->plen - pe->got;
             if (want > (1u << 30)) want = 1u << 30;
             if (pe->dst) {
                 n = spmd__path_read(pe->path, pe->dst + pe->got, (size_t)want);
@@ -605,17 +723,53 @@ static void read_peer(spmd__p2p *p, int i) {
                 peer_died(p, i, msg);
                 return;
             }
-            if (pe->in_payload && pe->len == 0) on_payload_done(p, i);
+            if (pe->in_payload && pe->plen == 0) on_payload_done(p, i);
         } else {
             pe->got += (uint64_t)n;
-            if (pe->got == pe->len) on_payload_done(p, i);
+            if (pe->got == pe->plen) on_payload_done(p, i);
         }
     }
 }
 
-/* A thread waiting for a p2p operation drives the sockets itself for a few
- * microseconds instead of waiting for the progress thread to wake up: that
- * wake-up is most of a small message's latency.  Never blocks. */
+/* ---- cross-memory reads, outside the lock ------------------------------- */
+
+/* Release the engine's lock, first reading every matched RGET message out
+ * of its sender's memory (the lock is dropped around each copy, so other
+ * peers' traffic goes on meanwhile), then telling the sender with FIN. */
+static void unlock_engine(spmd__p2p *p) {
+    while (p->copies) {
+        spmd__preq *w = p->copies;
+        p->copies = w->next;
+        w->next = NULL;
+        pthread_mutex_unlock(&p->mu);
+        char why[SPMD__ERRLEN];
+        /* one copy at a time, as when payloads were read under the lock:
+         * a window of receives into one buffer (osu_bw's) stays race-free */
+        pthread_mutex_lock(&p->copy_mu);
+        spmd_status st =
+            spmd__cma_read_sealed(p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2], why, sizeof why);
+        pthread_mutex_unlock(&p->copy_mu);
+        pthread_mutex_lock(&p->mu);
+        /* the receive completes before its sender hears of it */
+        const int src = w->peer;
+        const uint64_t len = w->len, id = w->id;
+        if (st) {
+            char msg[SPMD__ERRLEN];
+            snprintf(msg, sizeof msg, "receive from rank %d with tag %d: %s", w->peer, w->tag, why);
+            fail_work(w, st, msg);
+        } else {
+            complete_req(w, SPMD_OK, NULL);
+        }
+        if (!p->peers[src].dead) enqueue(p, src, F_FIN, (uint32_t)(int32_t)st, len, id, NULL, 0, 0, NULL);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/* A thread waiting for a p2p operation drives the paths itself instead of
+ * waiting for the progress thread to wake up: that wake-up is most of a small
+ * message's latency.  Never blocks. */
 void spmd__p2p_poll(spmd__mesh *g, int which) {
     if (g && g->ext) { g->ext->poll(g, which); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
@@ -628,49 +782,84 @@ void spmd__p2p_poll(spmd__mesh *g, int which) {
         if (pe->sq && flush_peer(p, i) < 0) { peer_died(p, i, strerror(errno)); continue; }
         read_peer(p, i);
     }
+    unlock_engine(p);
+}
+
+int spmd__p2p_ready(spmd__mesh *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || g->world == 1) return 0;
+    for (int i = 0; i < g->world; i++) {
+        if (i == g->rank || (which >= 0 && i != which)) continue;
+        peer *pe = &p->peers[i]; /* shm, path and fd never change after start */
+        if (pe->fd < 0) continue;
+        if (!pe->shm || atomic_load_explicit(&pe->queued, memory_order_relaxed) || spmd__path_pending(pe->path))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does this rank wait for anything from peer i?  A posted receive (any:
+ * it may be an any-source one), a CTS, FIN or DATA, or the rest of a frame
+ * begun (a matched receive's payload is on no list while it arrives). */
+static int wanted(const spmd__p2p *p, const peer *pe) {
+    return p->posted || pe->data_wait || pe->rts_wait || pe->in_payload || pe->hdr_got;
+}
+
+/* Put peer i's ring flags where this rank's state wants them before its
+ * progress thread may sleep (path.h): "wake me for every message" while we
+ * wait for something from it and nobody polls it, else "wake me when half
+ * full"; "wake me when there is room" while frames wait to be written.
+ * Dekker: when the ring turns out to need work after all, do it here and
+ * look again.  Returns 1 when work keeps coming (do not sleep). */
+static int settle(spmd__p2p *p, int i) {
+    peer *pe = &p->peers[i];
+    for (int round = 0; round < 8; round++) {
+        if (!pe->shm || pe->dead || pe->fd < 0) return 0;
+        int act;
+        if (!pe->spinners && wanted(p, pe)) {
+            act = spmd__path_arm(pe->path, 1, pe->sq != NULL);
+        } else {
+            spmd__path_lower(pe->path);
+            act = spmd__path_idle(pe->path);
+            if (pe->sq && !pe->spinners) act |= spmd__path_arm(pe->path, 0, 1);
+        }
+        if (!act) return 0;
+        if (pe->sq && flush_peer(p, i) < 0) {
+            peer_died(p, i, strerror(errno));
+            return 0;
+        }
+        read_peer(p, i);
+    }
+    return 1;
+}
+
+void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || !p->nshm) return;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if (!pe->shm || (which >= 0 && i != which)) continue;
+        if (pe->spinners++ == 0) spmd__path_lower(pe->path);
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- waiting ------------------------------------------------------------ */
-
-/* The rings' "consumer asleep" flags tell a sending peer whether it must ring
- * the doorbell.  They are up exactly while no waiter of ours polls the rings
- * itself (spinners == 0): then the progress thread is the one to wake.  A
- * waiter that starts spinning lowers them (the peer's sends cost no system
- * call); the last one to stop raises them again and, Dekker-style, looks for
- * bytes that came meanwhile, waking the progress thread if there are. */
-static void raise_flags(spmd__p2p *p, int up) {
-    spmd__mesh *g = p->m;
-    int pending = 0;
+void spmd__p2p_spin_end(spmd__mesh *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || !p->nshm) return;
+    pthread_mutex_lock(&p->mu);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
-        /* (shm and path never change after start; a departed peer's ring
-         * stays mapped, so its flag is harmless to touch) */
-        if (!pe->shm) continue;
-        if (up) pending |= spmd__path_arm(pe->path, 1, 0);
-        else spmd__path_lower(pe->path);
+        if (!pe->shm || (which >= 0 && i != which)) continue;
+        if (--pe->spinners == 0 && settle(p, i)) {
+            /* still busy: let the progress thread take over */
+            uint64_t one = 1;
+            ssize_t r = write(p->evfd, &one, sizeof one);
+            (void)r;
+        }
     }
-    if (pending) {
-        uint64_t one = 1;
-        ssize_t r = write(p->evfd, &one, sizeof one);
-        (void)r;
-    }
-}
-
-void spmd__p2p_spin_begin(spmd__mesh *g) {
-    spmd__p2p *p = g ? g->p2p : NULL;
-    if (!p || !p->nshm) return;
-    pthread_mutex_lock(&p->watch_mu);
-    if (atomic_fetch_add(&p->spinners, 1) == 0) raise_flags(p, 0);
-    pthread_mutex_unlock(&p->watch_mu);
-}
-
-void spmd__p2p_spin_end(spmd__mesh *g) {
-    spmd__p2p *p = g ? g->p2p : NULL;
-    if (!p || !p->nshm) return;
-    pthread_mutex_lock(&p->watch_mu);
-    if (atomic_fetch_sub(&p->spinners, 1) == 1) raise_flags(p, 1);
-    pthread_mutex_unlock(&p->watch_mu);
+    unlock_engine(p);
 }
 
 /* ---- the progress thread ------------------------------------------------- */
@@ -697,23 +886,14 @@ static void *progress_main(void *arg) {
     char *closed = calloc((size_t)g->world, 1);
     if (!closed) return NULL;
     while (!atomic_load(&p->stop)) {
-        int timeout = 1000;
+        int busy = 0;
         if (p->nshm) {
-            /* Sleep long only when the flags are up (nobody spins) and no
-             * ring has bytes or, for a queue we could not write, room. */
-            int busy = 0;
-            pthread_mutex_lock(&p->watch_mu);
-            int spinning = atomic_load(&p->spinners) > 0;
-            pthread_mutex_unlock(&p->watch_mu);
+            /* every ring's flags as our state wants them before sleeping */
             pthread_mutex_lock(&p->mu);
-            for (int i = 0; i < g->world; i++) {
-                peer *pe = &p->peers[i];
-                if (pe->shm && !pe->dead) busy |= spmd__path_arm(pe->path, !spinning, pe->sq != NULL);
-            }
-            pthread_mutex_unlock(&p->mu);
-            timeout = busy ? 0 : spinning ? 1 : 1000;
+            for (int i = 0; i < g->world; i++) busy |= settle(p, i);
+            unlock_engine(p);
         }
-        int n = epoll_wait(p->epfd, evs, 64, timeout);
+        int n = epoll_wait(p->epfd, evs, 64, busy ? 0 : 1000);
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
@@ -737,7 +917,7 @@ static void *progress_main(void *arg) {
             if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) read_peer(p, (int)i);
         }
         if (p->nshm) service_shm(p, closed);
-        pthread_mutex_unlock(&p->mu);
+        unlock_engine(p);
     }
     free(closed);
     return NULL;
@@ -747,6 +927,9 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     spmd__p2p *p = calloc(1, sizeof *p);
     if (!p) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     p->m = g;
+    long cma_min = CMA_MIN_DEFAULT;
+    if (spmd__env_int("SPMD_P2P_CMA_MIN_BYTES", 1, 1L << 40, &cma_min) != SPMD_OK) cma_min = CMA_MIN_DEFAULT;
+    p->cma_min = (size_t)cma_min;
     p->peers = calloc((size_t)g->world, sizeof *p->peers);
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -759,7 +942,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, e, "creating the progress thread's epoll");
     }
     pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->watch_mu, NULL);
+    pthread_mutex_init(&p->copy_mu, NULL);
     pthread_cond_init(&p->drained, NULL);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)g->world};
     epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev);
@@ -833,13 +1016,21 @@ void spmd__p2p_stop(spmd__mesh *g) {
     close(p->evfd);
     pthread_cond_destroy(&p->drained);
     pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->watch_mu);
+    pthread_mutex_destroy(&p->copy_mu);
     free(p->peers);
     free(p);
     g->p2p = NULL;
 }
 
 /* ---- posting ------------------------------------------------------------ */
+
+/* A posted operation waits for something from peer i (-1: any peer): when
+ * its poster will not drive the engine itself, the progress thread must be
+ * woken by that peer's next message. */
+static void expect_from(spmd__p2p *p, int which) {
+    for (int i = 0; i < p->m->world; i++)
+        if (which < 0 || i == which) settle(p, i);
+}
 
 spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     if (g->ext) return g->ext->post_send(g, w, err, errlen);
@@ -853,7 +1044,20 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         pthread_mutex_unlock(&p->mu);
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
     }
-    if (w->len <= EAGER_MAX) {
+    if (w->len >= p->cma_min && w->len && g->cma && g->cma[w->peer].ok) {
+        /* the receiver reads it from our memory: the address, the seal's, the seal */
+        w->id = ++p->next_id;
+        w->seal = (g->cma_token ^ (w->id * 0x9e3779b97f4a7c15ull)) | 1;
+        unsigned char body[RGET_LEN];
+        spmd__put_u64(body, (uint64_t)(uintptr_t)w->buf);
+        spmd__put_u64(body + 8, (uint64_t)(uintptr_t)&w->seal);
+        spmd__put_u64(body + 16, w->seal);
+        w->next = pe->rts_wait;
+        pe->rts_wait = w;
+        st = enqueue(p, w->peer, with_dt(F_RGET, w->dtype), (uint32_t)w->tag, w->len, w->id, body, RGET_LEN, 1, NULL);
+        if (st) list_remove(&pe->rts_wait, w);
+        else if (!w->waiting) expect_from(p, w->peer);
+    } else if (w->len <= EAGER_MAX) {
         st = enqueue(p, w->peer, with_dt(F_EAGER, w->dtype), (uint32_t)w->tag, w->len, 0, w->buf, w->len, 0, w);
     } else {
         w->id = ++p->next_id;
@@ -861,8 +1065,9 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         pe->rts_wait = w;
         st = enqueue(p, w->peer, with_dt(F_RTS, w->dtype), (uint32_t)w->tag, w->len, w->id, NULL, 0, 0, NULL);
         if (st) list_remove(&pe->rts_wait, w);
+        else if (!w->waiting) expect_from(p, w->peer);
     }
-    pthread_mutex_unlock(&p->mu);
+    unlock_engine(p);
     if (st) return spmd__fail(err, errlen, st, "send to rank %d: out of memory", w->peer);
     return SPMD_OK;
 }
@@ -884,7 +1089,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         deliver_unexpected(p, w, u);
         free(u->data);
         free(u);
-        pthread_mutex_unlock(&p->mu);
+        unlock_engine(p);
         return SPMD_OK;
     }
     if (w->peer != SPMD_ANY_SOURCE && (p->peers[w->peer].dead || p->peers[w->peer].left)) {
@@ -895,7 +1100,15 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
     if (p->posted_tail) p->posted_tail->next = w;
     else p->posted = w;
     p->posted_tail = w;
-    pthread_mutex_unlock(&p->mu);
+    /* Messages nobody waited for stay in the rings (no doorbell): the one
+     * this receive wants may be there already. */
+    int which = w->peer == SPMD_ANY_SOURCE ? -1 : w->peer;
+    for (int i = 0; i < g->world; i++) {
+        peer *pe = &p->peers[i];
+        if ((which < 0 || i == which) && pe->shm && !pe->dead && spmd__path_pending(pe->path)) read_peer(p, i);
+    }
+    if (!w->waiting) expect_from(p, which);
+    unlock_engine(p);
     return SPMD_OK;
 }
 
@@ -920,6 +1133,9 @@ void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
         for (spmd__preq **pw = &pe->rts_wait; *pw; pw = &(*pw)->next)
             if (*pw == w) { *pw = w->next; w->next = NULL; found = 1; break; }
     }
-    if (found) fail_work(w, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
+    if (found) {
+        revoke_seal(w);
+        fail_work(w, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
+    }
     pthread_mutex_unlock(&p->mu);
 }

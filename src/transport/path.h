@@ -7,7 +7,7 @@
  *   read    bytes read (> 0), 0 when the peer closed, or -1 with errno
  *           (EAGAIN: nothing there now)
  *
- * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_link.c,
+ * Kinds: "tcp" (path_tcp.c, the connection itself) and "shm" (shm_ring.c,
  * a pair of single-producer/single-consumer rings in shared memory; no
  * system call on the fast path).  Every path keeps its TCP connection: it is
  * what a waiter sleeps on (poll/epoll) and how a dead peer is noticed (the
@@ -24,6 +24,14 @@
  *                        the peer closed its connection, else 1
  *   spmd__path_lower(p)  stand down as reader without sleeping (a thread
  *                        that polls the path itself needs no doorbell)
+ *   spmd__path_idle(p)   a sleeper that waits for nothing on this path: the
+ *                        writer rings only once the ring is half full (so
+ *                        unexpected messages get drained); returns 1 when it
+ *                        already is
+ *   spmd__path_pending(p) bytes may be there to read (no system call; a TCP
+ *                        path cannot tell and says 1)
+ *   spmd__path_kick(p)   ring the doorbell whatever the flags say (an abort
+ *                        notice must wake a reader that waits for nothing)
  */
 #ifndef SPMD_TRANSPORT_PATH_H
 #define SPMD_TRANSPORT_PATH_H
@@ -45,6 +53,9 @@ typedef struct {
     int (*arm)(spmd__path *p, int reading, int writing);
     int (*disarm)(spmd__path *p);
     void (*lower)(spmd__path *p);
+    int (*idle)(spmd__path *p);
+    int (*pending)(spmd__path *p);
+    void (*kick)(spmd__path *p);
     void (*free)(spmd__path *p);
 } spmd__path_ops;
 
@@ -63,6 +74,9 @@ static inline int spmd__path_arm(spmd__path *p, int reading, int writing) {
 }
 static inline void spmd__path_lower(spmd__path *p) { p->ops->lower(p); }
 static inline int spmd__path_disarm(spmd__path *p) { return p->ops->disarm(p); }
+static inline int spmd__path_idle(spmd__path *p) { return p->ops->idle(p); }
+static inline int spmd__path_pending(spmd__path *p) { return p->ops->pending(p); }
+static inline void spmd__path_kick(spmd__path *p) { p->ops->kick(p); }
 static inline void spmd__path_free(spmd__path *p) { p->ops->free(p); }
 
 /* A TCP path over connection fd (path_tcp.c); NULL when out of memory. */
@@ -83,5 +97,10 @@ spmd_status spmd__shm_link_setup(struct spmd__mesh *m, int mode, int64_t deadlin
 void spmd__shm_link_free(spmd__shm_link *l);
 /* Peers reached by shared memory (0 when none). */
 int spmd__shm_link_peers(const spmd__shm_link *l);
+/* A waiter about to spin on `peer` (-1: any peer): 1 when that peer last
+ * waited on the CPU we run on now, so spinning would keep it off the core it
+ * needs (the scheduler put both ranks on one core; spin yielding then).  Also
+ * publishes our own CPU for the peers' waits.  No system call. */
+int spmd__shm_shares_cpu(spmd__shm_link *l, int peer);
 
 #endif

@@ -24,9 +24,13 @@ static int tcp_arm(spmd__path *p, int reading, int writing) {
 }
 static int tcp_disarm(spmd__path *p) { (void)p; return 1; }
 static void tcp_lower(spmd__path *p) { (void)p; }
+static int tcp_idle(spmd__path *p) { (void)p; return 0; }
+static int tcp_pending(spmd__path *p) { (void)p; return 1; }
+static void tcp_kick(spmd__path *p) { (void)p; }
 static void tcp_free(spmd__path *p) { free(p); }
 
-const spmd__path_ops spmd__path_tcp_ops = {"tcp", tcp_writev, tcp_read, tcp_arm, tcp_disarm, tcp_lower, tcp_free};
+const spmd__path_ops spmd__path_tcp_ops = {"tcp",    tcp_writev,  tcp_read, tcp_arm,  tcp_disarm,
+                                           tcp_lower, tcp_idle, tcp_pending, tcp_kick, tcp_free};
 
 spmd__path *spmd__path_tcp(int fd, int peer) {
     spmd__path *p = calloc(1, sizeof *p);

@@ -17,10 +17,12 @@
  * Waiting: spin (yielding when ranks outnumber cores), then sleep on the
  * peer's flag as a futex in slices, checking the group's failure and the
  * deadline; a poster wakes sleepers only when the flag's sleeper count says
- * there are some, so the fast path has no system call.
+ * there are some, so the fast path has no system call (and, with membarrier,
+ * no fence: shm_internal.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -43,6 +45,16 @@ void *spmd__shm_coll_slot(spmd__coll_ctx *c, int r) {
     return seg + l->slots_off + (size_t)((l->step + 1) & 1) * l->slot_bytes;
 }
 
+_Static_assert(offsetof(seg_header, small) + sizeof(((seg_header *)0)->small) <= offsetof(seg_header, flag) + 64,
+               "a small step's data shares the flag's cache line");
+
+void *spmd__shm_coll_small(spmd__coll_ctx *c, int r, size_t bytes) {
+    if (bytes > SPMD__SHM_SMALL_BYTES) return spmd__shm_coll_slot(c, r);
+    spmd__shm_link *l = c->m->shm;
+    seg_header *h = spmd__shm_header(r == c->m->rank ? l->own : l->peer[r]);
+    return h->small[(l->step + 1) & 1];
+}
+
 static _Atomic uint32_t *step_word(seg_header *h) {
     /* the high half of the 64-bit flag on a little-endian machine */
     return (_Atomic uint32_t *)(void *)((char *)&h->flag + 4);
@@ -53,11 +65,8 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 }
 
 static uint32_t coll_hash(const spmd__coll_ctx *c) {
-    uint32_t h = 2166136261u;
-    uint32_t v[3] = {(uint32_t)c->kind, c->seq, c->desc};
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
+    const uint64_t v[2] = {(uint64_t)c->kind << 32 | c->seq, c->desc};
+    return spmd__hash_words(v, 2);
 }
 
 /* Wait until rank r has posted step k.  The slow path checks the group,
@@ -87,7 +96,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
         uint64_t now = spmd__now_ns();
         if (!spin_until) spin_until = now + c->spin_ns;
         if (now < spin_until) {
-            if (c->yield_in_spin) sched_yield();
+            if (c->yield_in_spin || spmd__shm_shares_cpu(m->shm, r)) sched_yield();
             continue;
         }
         char msg[SPMD__ERRLEN];
@@ -111,7 +120,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
                                    r, m->rank, kind, c->seq);
         }
         atomic_fetch_add(&h->sleepers, 1);
-        atomic_thread_fence(memory_order_seq_cst);
+        spmd__shm_fence_slow(m->shm->asym); /* the poster's side of it is a compiler barrier */
         uint32_t seen = atomic_load_explicit(step_word(h), memory_order_acquire);
         if ((int32_t)(seen - k) < 0) {
             int ms = left < 0 || left > SLICE_MS ? SLICE_MS : left;
@@ -141,8 +150,9 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
     spmd__shm_link *l = m->shm;
     uint32_t k = ++l->step, hash = coll_hash(c);
     seg_header *me = spmd__shm_header(l->own);
+    SPMD__IPC_RELEASE();
     atomic_store_explicit(&me->flag, (uint64_t)k << 32 | hash, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
+    spmd__shm_fence_fast(l->asym);
     if (atomic_load_explicit(&me->sleepers, memory_order_relaxed)) futex(step_word(me), FUTEX_WAKE, INT_MAX, NULL);
     for (int i = 0; i < n; i++) {
         int r = ranks ? ranks[i] : i;
@@ -150,6 +160,7 @@ static spmd_status sync_with(spmd__coll_ctx *c, const int *ranks, int n) {
         spmd_status st = wait_peer(c, r, k, hash);
         if (st) return st;
     }
+    SPMD__IPC_ACQUIRE();
     return SPMD_OK;
 }
 
@@ -160,4 +171,19 @@ int spmd__shm_coll_hier_usable(const spmd__coll_ctx *c) { return c->m->shm && c-
 spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c) {
     const spmd__topology *t = &c->m->topo;
     return sync_with(c, t->member + (size_t)t->my_host * (size_t)t->per_host, t->per_host);
+}
+
+int spmd__shm_coll_cma_usable(const spmd__coll_ctx *c) {
+    const spmd__mesh *m = c->m;
+    if (!spmd__shm_coll_usable(c) || !m->cma) return 0;
+    for (int r = 0; r < m->world; r++)
+        if (r != m->rank && !m->cma[r].ok) return 0;
+    return 1;
+}
+
+spmd_status spmd__shm_coll_read(spmd__coll_ctx *c, int peer, void *dst, uint64_t addr, size_t len) {
+    char why[SPMD__ERRLEN];
+    spmd_status st = spmd__cma_read(c->m, peer, dst, addr, len, why, sizeof why);
+    if (st) return spmd__coll_fail(c, st, "%s #%u: %s", spmd__coll_kind_name(c->kind), c->seq, why);
+    return SPMD_OK;
 }

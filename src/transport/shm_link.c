@@ -1,31 +1,20 @@
-/* shm_link.c — shared-memory paths between ranks under one kernel.
+/* shm_link.c — shared-memory paths between ranks under one kernel: the
+ * set-up.
  *
  * Every rank owns one memfd holding its *inbound* rings: for each peer p and
- * channel c, a single-producer/single-consumer byte ring that p writes and
- * this rank reads.  Peers under the same kernel (cma.c's probe: same boot id
- * and pid namespace) hand each other these memfds over abstract Unix sockets
- * (fdpass.h: only the peers' pids are served), map them, and close the fd:
- * the memory lives exactly as long as the mappings, so a killed job leaves
- * nothing in /dev/shm or anywhere else.
- *
- * A ring (cache-line-separated counters, no system call on the fast path):
- *
- *     tail      bytes the producer has written (it alone stores it)
- *     head      bytes the consumer has read    (it alone stores it)
- *     c_sleep   the consumer may be asleep: the producer, after publishing,
- *               clears it and rings the doorbell (one byte on the pair's TCP
- *               connection, which the sleeper polls)
- *     p_sleep   the producer waits for space: the consumer, after reading,
- *               clears it and rings the doorbell the other way
- *     data      ring_bytes of payload
- *
- * Sleeping is Dekker's handshake: the sleeper stores its flag, fences and
- * looks again; the other side publishes, fences and reads the flag — at
- * least one of them sees the other, so no wake-up is lost.  The doorbell
- * byte costs a system call only when the other side actually sleeps.
+ * channel c, a single-producer/single-consumer ring (shm_ring.c) that p
+ * writes and this rank reads, then two collective slots (shm_coll.c).  Peers
+ * under the same kernel (cma.c's probe: same boot id and pid namespace) hand
+ * each other these memfds over abstract Unix sockets (fdpass.h: only the
+ * peers' pids are served), map them, and close the fd: the memory lives
+ * exactly as long as the mappings, so a killed job leaves nothing in
+ * /dev/shm or anywhere else.  The same exchange settles whether a pair's
+ * fences may be asymmetric (both registered for membarrier) and which ranks
+ * share a host (for the hierarchical collectives).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,126 +38,6 @@ ring *spmd__shm_ring_at(const spmd__shm_link *l, unsigned char *seg, int from, i
 }
 
 seg_header *spmd__shm_header(unsigned char *seg) { return (seg_header *)(void *)seg; }
-
-static void doorbell(int fd) {
-    char b = 1;
-    ssize_t r = send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)r; /* a full socket already holds a doorbell; a dead one is noticed by the poller */
-}
-
-/* ---- the path -------------------------------------------------------------- */
-
-static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
-    shm_path *p = (shm_path *)pp;
-    ring *r = p->out;
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t room = p->size - (tail - p->out_head);
-    if (room == 0) {
-        p->out_head = atomic_load_explicit(&r->head, memory_order_acquire);
-        room = p->size - (tail - p->out_head);
-        if (room == 0) {
-            errno = EAGAIN;
-            return -1;
-        }
-    }
-    size_t done = 0;
-    for (int i = 0; i < n && room; i++) {
-        const unsigned char *src = iov[i].iov_base;
-        size_t len = iov[i].iov_len;
-        while (len && room) {
-            size_t off = (size_t)((tail + done) & (p->size - 1));
-            size_t take = len;
-            if (take > room) take = (size_t)room;
-            if (take > p->size - off) take = p->size - off;
-            memcpy(r->data + off, src, take);
-            src += take;
-            len -= take;
-            done += take;
-            room -= take;
-        }
-    }
-    if (!done) { /* nothing asked */
-        errno = EAGAIN;
-        return -1;
-    }
-    atomic_store_explicit(&r->tail, tail + done, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed) &&
-        atomic_exchange_explicit(&r->c_sleep, 0, memory_order_relaxed))
-        doorbell(pp->fd);
-    return (ssize_t)done;
-}
-
-static ssize_t shm_read(spmd__path *pp, void *buf, size_t len) {
-    shm_path *p = (shm_path *)pp;
-    ring *r = p->in;
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t avail = p->in_tail - head;
-    if (avail == 0) {
-        p->in_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-        avail = p->in_tail - head;
-        if (avail == 0) {
-            errno = EAGAIN;
-            return -1;
-        }
-    }
-    if (len > avail) len = (size_t)avail;
-    size_t off = (size_t)(head & (p->size - 1));
-    size_t first = len < p->size - off ? len : p->size - off;
-    memcpy(buf, r->data + off, first);
-    if (len > first) memcpy((unsigned char *)buf + first, r->data, len - first);
-    atomic_store_explicit(&r->head, head + len, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&r->p_sleep, memory_order_relaxed) &&
-        atomic_exchange_explicit(&r->p_sleep, 0, memory_order_relaxed))
-        doorbell(pp->fd);
-    return (ssize_t)len;
-}
-
-/* Announce a sleep as reader and/or as a writer with bytes queued.  1 when
- * there is something to do after all: bytes to read, or room to write. */
-static int shm_arm(spmd__path *pp, int reading, int writing) {
-    shm_path *p = (shm_path *)pp;
-    int full = 0;
-    if (writing) {
-        uint64_t out_tail = atomic_load_explicit(&p->out->tail, memory_order_relaxed);
-        if (out_tail - atomic_load_explicit(&p->out->head, memory_order_acquire) < p->size) return 1;
-        full = 1;
-        atomic_store_explicit(&p->out->p_sleep, 1, memory_order_relaxed);
-    }
-    if (reading) atomic_store_explicit(&p->in->c_sleep, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (reading && atomic_load_explicit(&p->in->tail, memory_order_acquire) !=
-                       atomic_load_explicit(&p->in->head, memory_order_relaxed))
-        return 1;
-    if (full && atomic_load_explicit(&p->out->tail, memory_order_relaxed) -
-                        atomic_load_explicit(&p->out->head, memory_order_acquire) < p->size)
-        return 1;
-    return 0;
-}
-
-static void shm_lower(spmd__path *pp) {
-    atomic_store_explicit(&((shm_path *)pp)->in->c_sleep, 0, memory_order_relaxed);
-}
-
-/* After a sleep: stand down and drain doorbells.  0 when the peer closed. */
-static int shm_disarm(spmd__path *pp) {
-    shm_path *p = (shm_path *)pp;
-    atomic_store_explicit(&p->in->c_sleep, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->out->p_sleep, 0, memory_order_relaxed);
-    char sink[64];
-    for (;;) {
-        ssize_t n = recv(pp->fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (n > 0) continue;
-        if (n == 0) return 0;
-        if (errno == EINTR) continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : 0;
-    }
-}
-
-static void shm_free(spmd__path *pp) { free(pp); }
-
-static const spmd__path_ops shm_ops = {"shm", shm_writev, shm_read, shm_arm, shm_disarm, shm_lower, shm_free};
 
 /* ---- set-up ---------------------------------------------------------------- */
 
@@ -197,6 +66,20 @@ void spmd__shm_link_free(spmd__shm_link *l) {
 }
 
 int spmd__shm_link_peers(const spmd__shm_link *l) { return l ? l->npeers : 0; }
+
+int spmd__shm_shares_cpu(spmd__shm_link *l, int peer) {
+    if (!l) return 0;
+    int me = sched_getcpu(); /* a read of the rseq area with glibc >= 2.35 */
+    if (me < 0) return 0;
+    seg_header *own = spmd__shm_header(l->own);
+    if (atomic_load_explicit(&own->cpu, memory_order_relaxed) != me)
+        atomic_store_explicit(&own->cpu, me, memory_order_relaxed);
+    for (int r = 0; r < l->world; r++) {
+        if (r == l->rank || !l->peer[r] || (peer >= 0 && r != peer)) continue;
+        if (atomic_load_explicit(&spmd__shm_header(l->peer[r])->cpu, memory_order_relaxed) == me) return 1;
+    }
+    return 0;
+}
 
 /* Write then read `len` bytes with each listed peer over its idle
  * collective connection (everything fits any socket buffer). */
@@ -243,6 +126,7 @@ static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *e
     int *pids = malloc(sizeof(int) * (size_t)world);
     spmd__shm_link *l = calloc(1, sizeof *l);
     int lfd = -1, segfd = -1;
+    char *asym = NULL; /* [world] the pair's fences may be asymmetric */
     spmd_status st = SPMD_OK;
     if (!local || !out || !in || !conn || !pids || !l) {
         st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
@@ -282,9 +166,10 @@ static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *e
             h->ring_bytes = l->ring_bytes;
             h->nchan = SPMD__NCHAN;
             h->slot_bytes = l->slot_bytes;
+            atomic_store_explicit(&h->cpu, -1, memory_order_relaxed);
             if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = spmd__now_ns() ^ (uint64_t)getpid();
             lfd = spmd__fdpass_listen(nonce, world);
-            ready = lfd >= 0;
+            ready = lfd >= 0 ? 1 | (spmd__shm_membarrier_register() ? 2 : 0) : 0;
         }
     }
     /* 1: listening?  2: connected to your listener?  3: mapped your segment? */
@@ -295,9 +180,21 @@ static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *e
     }
     if ((st = swap_all(m, local, out, in, deadline, err, errlen))) goto done;
     int npids = 0;
+    /* asymmetric fences between two ranks need both registered; the
+     * collective slots need every rank under this kernel registered (the same
+     * answer on every rank that shares memory with all the others) */
+    asym = calloc((size_t)world, 1);
+    if (!asym) {
+        st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    l->asym = (ready & 2) != 0;
     for (int p = 0; p < world; p++) {
         if (!local[p]) continue;
-        int ok = ready && spmd__get_u32(in[p] + 4) == 1;
+        uint32_t theirs = spmd__get_u32(in[p] + 4);
+        asym[p] = (ready & 2) && (theirs & 2);
+        if (!asym[p]) l->asym = 0;
+        int ok = ready && (theirs & 1);
         if (ok) conn[p] = spmd__fdpass_connect(m->cma[p].pid, spmd__get_u64(in[p] + 8));
         spmd__put_u32(out[p] + 4, (uint32_t)(conn[p] >= 0));
     }
@@ -337,10 +234,13 @@ static spmd_status link_pairs(spmd__mesh *m, int mode, int64_t deadline, char *e
                 st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
                 goto done;
             }
-            sp->base.ops = &shm_ops;
+            sp->base.ops = &spmd__shm_ring_ops;
             sp->base.fd = m->fd[c][p];
             sp->base.peer = p;
             sp->size = l->ring_bytes;
+            sp->asym = asym[p];
+            sp->in_seq = sp->out_seq = 1; /* stamps start at 1: fresh memory reads 0 */
+            atomic_init(&sp->in_next, (uint64_t)1 << 32);
             sp->in = spmd__shm_ring_at(l, l->own, p, c);
             sp->out = spmd__shm_ring_at(l, l->peer[p], m->rank, c);
             l->paths[c][p] = sp;
@@ -371,6 +271,7 @@ done:
     free(in);
     free(conn);
     free(pids);
+    free(asym);
     return st;
 }
 

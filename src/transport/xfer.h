@@ -42,7 +42,7 @@ typedef struct spmd__coll_ctx {
     int64_t deadline;
     size_t segment_bytes;
     uint64_t spin_ns;      /* busy-poll budget before sleeping in poll() */
-    int yield_in_spin;     /* oversubscribed: yield the core while spinning */
+    int yield_in_spin;     /* yield the core while spinning (oversubscribed, or a background collective) */
     int use_cma;           /* large sends may go by cross-memory attach */
     void *scratch[SPMD__SCRATCH_SLOTS];
     size_t scratch_len[SPMD__SCRATCH_SLOTS];
@@ -78,12 +78,26 @@ spmd_status spmd__xsendrecv(spmd__coll_ctx *c, int speer, const void *sbuf, size
 int spmd__shm_coll_usable(const spmd__coll_ctx *c);
 size_t spmd__shm_coll_slot_bytes(const spmd__coll_ctx *c);
 void *spmd__shm_coll_slot(spmd__coll_ctx *c, int rank);
+/* The same for a step of at most `bytes`: up to 24 bytes travel on the
+ * cache line of the rank's flag (a reader fetches both at once), more in the
+ * slot. */
+void *spmd__shm_coll_small(spmd__coll_ctx *c, int rank, size_t bytes);
 spmd_status spmd__shm_coll_sync(spmd__coll_ctx *c);
 /* Hierarchical collectives: hosts of equal size, 2 or more (c->m->topo),
  * with slots shared within each host; the step's sync then waits only for
  * the ranks of this host. */
 int spmd__shm_coll_hier_usable(const spmd__coll_ctx *c);
 spmd_status spmd__shm_coll_sync_host(spmd__coll_ctx *c);
+/* Single copy: every rank may read every other's memory (cross-memory
+ * attach, cma.c; settled pairwise at connect time, so every rank gives the
+ * same answer, whether or not its caller waits on the collective).  A rank
+ * publishes its buffers' addresses in its slot; peers read them with
+ * spmd__shm_coll_read while it stays inside the collective (a sync after the
+ * last read keeps it there).  A read checks the peer's token afterwards, so
+ * a peer whose group failed (and may reuse the buffer) is never read as
+ * data. */
+int spmd__shm_coll_cma_usable(const spmd__coll_ctx *c);
+spmd_status spmd__shm_coll_read(spmd__coll_ctx *c, int peer, void *dst, uint64_t addr, size_t len);
 
 /* Record a detailed message for the current collective and return st. */
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...)

@@ -176,7 +176,7 @@ static inline int run_world(int world, spmd_spawn_fn fn, void *arg, int timeout_
  * Tests set SPMD_SHM_SLOT_BYTES small so the chunked paths are reached. */
 static inline int algo_usable(spmd_group *g, const char *algo) {
     if (algo && !strcmp(algo, "mpi")) return group_on_mpi(g);
-    if (!algo || (strcmp(algo, "shm") && strcmp(algo, "oneshot"))) return 1;
+    if (!algo || (strcmp(algo, "shm") && strcmp(algo, "oneshot") && strcmp(algo, "cma"))) return 1;
     return spmd_group_size(g) == 1 || !strcmp(spmd_group_backend(g), "shm");
 }
 static inline void use_test_slots(void) { setenv("SPMD_SHM_SLOT_BYTES", "4096", 1); }

@@ -72,7 +72,7 @@ static int bad_args(int rank, int w, void *arg) {
     EXPECT_INVALID(spmd_all_reduce_async(g, f, f, 8, SPMD_F32, SPMD_SUM, NULL, NULL), "work handle");
     spmd_coll_opts bogus = {"quantum"}, other = {"bruck"}, longname = {"an_algorithm_name_longer_than_32_chars"};
     EXPECT_INVALID(spmd_all_reduce_async(g, f, f, 8, SPMD_F32, SPMD_SUM, &bogus, &wk),
-                   "unknown algorithm 'quantum'; valid choices: oneshot, shm, hier, rd, rhd, ring, naive, butterfly");
+                   "unknown algorithm 'quantum'; valid choices: oneshot, cma, shm, hier, rd, rhd, ring, naive, butterfly");
     EXPECT_INVALID(spmd_all_reduce_async(g, f, f, 8, SPMD_F32, SPMD_SUM, &other, &wk), "another collective");
     EXPECT_INVALID(spmd_broadcast_async(g, f, 8, SPMD_F32, 0, &longname, &wk), "too long");
     /* environment override, checked when the collective runs (same on every rank) */

@@ -1,0 +1,12 @@
+# The transport's shared-memory point-to-point rules (waking, single copy).
+spmd_test(test_p2p_shm SOURCES mp/test_p2p_shm.c LABELS mp TIMEOUT 180)
+# ... with every wait sleeping at once and every byte through the rings: a
+# lost wake-up shows as a 1 s stall per message (about 40 s here, so the
+# timeout catches it; a run takes well under a second).
+add_test(NAME test_p2p_shm_nospin COMMAND test_p2p_shm)
+set_tests_properties(test_p2p_shm_nospin PROPERTIES TIMEOUT 30 LABELS "mp" ENVIRONMENT "SPMD_SPIN_US=0;SPMD_CMA=0")
+# Large point-to-point messages through the rings (no cross-memory attach).
+add_test(NAME test_p2p_nocma COMMAND test_p2p 2)
+set_tests_properties(test_p2p_nocma PROPERTIES TIMEOUT 120 LABELS "mp" ENVIRONMENT "SPMD_CMA=0")
+# SPMD_BIND=core pins the ranks of a host to cores of their own.
+spmd_test(test_bind SOURCES mp/test_bind.c LABELS mp TIMEOUT 120)
