@@ -168,6 +168,9 @@ void spmd__work_release(spmd_work *w) {
      * cancelled; anything else is waited for (sends drain or fail with their
      * peer, collectives have deadlines). */
     if (w->kind != SPMD__W_COLL && !is_done(w)) spmd__p2p_cancel(&w->g->t, &w->req);
+    /* a collective nobody waited for: with no executor thread (MPI below
+     * MPI_THREAD_MULTIPLE) only this thread can run it */
+    if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) spmd__exec_help(w);
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);

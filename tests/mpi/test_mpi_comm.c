@@ -113,6 +113,15 @@ static int two_groups(MPI_Comm half, int world, int check_threads) {
         MPI_Group_free(&wg);
         REQ(y == 100 + sender_world);
     }
+    /* an async collective freed without a wait still runs before the free
+     * returns (below MPI_THREAD_MULTIPLE on the freeing thread: nobody else would) */
+    {
+        int32_t one = 1, sum = 0;
+        spmd_work *f = NULL;
+        REQ_OK(all, spmd_all_reduce_async(all, &one, &sum, 1, SPMD_I32, SPMD_SUM, NULL, &f));
+        spmd_work_free(f);
+        REQ(sum == world);
+    }
     /* a receive nobody sends: the wait times out, freeing cancels it, the group goes on */
     if (world > 1) {
         int32_t never = 0;
