@@ -25,7 +25,8 @@
  * marked ANY_PATH: spmd's algorithms run over MPI point-to-point.  "mpi" —
  * MPI's own non-blocking collective (mpi_native.c) — was measured against
  * them for every collective (bench/mpi_sweep.sh, Open MPI 4.1 over shared
- * memory and TCP, worlds 2 and 4) and is chosen where it won.
+ * memory and TCP, worlds 2 and 4) and is chosen where it won: nowhere so
+ * far (docs/PERFORMANCE.md, "The MPI backend").
  */
 #include <ctype.h>
 #include <stdio.h>
