@@ -98,7 +98,7 @@ spmd_mpi_test(test_ddp_dead_peer 2 ${T}/test_ddp dead_peer ENV "MPIRUN_ARGS=--en
 
 # spmd-train (skips without Fashion-MNIST): normal builds only (the training
 # stack under sanitizers is covered by tests/mp's spmdrun runs).
-foreach(run "2;shm" "2;tcp" "3;shm")
+foreach(run "1;shm" "2;shm" "2;tcp" "3;shm" "4;tcp")
   list(GET run 0 np)
   list(GET run 1 btl)
   add_test(NAME mpi_spmd_train_np${np}_${btl} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi/train.sh
