@@ -53,6 +53,7 @@ static const char *default_algos(const char *kind) {
     if (!strcmp(kind, "reduce_scatter")) return "auto,ring,direct";
     if (!strcmp(kind, "all_to_all")) return "auto,pairwise,linear";
     if (!strcmp(kind, "gather") || !strcmp(kind, "scatter")) return "auto,linear,tree";
+    if (!strcmp(kind, "barrier")) return "auto,dissemination";
     return "auto";
 }
 
@@ -70,6 +71,7 @@ static spmd_status one(spmd_group *g, const cfg *c, void *a, void *b, size_t n) 
     if (!strcmp(c->kind, "all_to_all")) return spmd_all_to_all(g, a, dst, n / w, c->dt);
     if (!strcmp(c->kind, "gather")) return spmd_gather(g, a, b, n / w, c->dt, 0);
     if (!strcmp(c->kind, "scatter")) return spmd_scatter(g, a, b, n / w, c->dt, 0);
+    if (!strcmp(c->kind, "barrier")) return spmd_barrier(g); /* (run it with -e 4) */
     return SPMD_ERR_INVALID;
 }
 

@@ -2,7 +2,12 @@
 # a CMake package config so other projects use find_package(spmd) or
 # pkg-config --cflags --libs spmd.
 include(CMakePackageConfigHelpers)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/spmd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# spmd/mpi.h only with the MPI backend (it includes mpi.h)
+if(SPMD_HAVE_MPI)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/spmd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+else()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/spmd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN mpi.h EXCLUDE)
+endif()
 # The training stack's archive joins the export set: find_package(spmd) then
 # target_link_libraries(app spmd::spmdnn) brings libspmd, OpenBLAS, zlib, libm.
 install(TARGETS spmd spmd_static spmdnn EXPORT spmdTargets

@@ -12,7 +12,9 @@ python3 libssl-dev"
 # Debian's torch 1.13, its C++ headers, Python's headers, pybind11; pip and
 # setuptools for `pip install ./bindings/torch`.
 PKGS="$PKGS python3-torch python3-numpy libtorch-dev python3-dev pybind11-dev python3-pip python3-setuptools"
-# mpirun launches spmd programs in the suite (tests/mp/test_mpirun.sh)
+# Open MPI: mpirun launches spmd programs in the suite (tests/mp/test_mpirun.sh),
+# and the MPI backend (SPMD_WITH_MPI=ON in CI) is built against its headers and
+# tested under its mpirun (tests/mpi.cmake)
 PKGS="$PKGS openmpi-bin libopenmpi-dev"
 
 missing=""

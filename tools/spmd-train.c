@@ -2,9 +2,11 @@
  *
  *   spmd-train --model cnn --epochs 3                  one process
  *   spmdrun -n 2 spmd-train --model cnn --epochs 3     two ranks
+ *   mpirun -n 2 spmd-train --model cnn --epochs 3      two ranks over MPI
  *
  * One process when no launcher variables are set (world 1, no socket); under
- * a launcher (WORLD_SIZE set) the ranks form a group and every rank trains on
+ * a launcher (WORLD_SIZE set, or mpirun/srun --mpi) the ranks form a group
+ * (over MPI when an MPI launcher started them) and every rank trains on
  * its DistributedSampler shard.  Gradients cross ranks through the DDP
  * reducer (spmd/ddp.h: rank 0's parameters and buffers broadcast at
  * construction, gradient buckets all-reduced while backward is still running)
@@ -977,10 +979,19 @@ static spmd_status train_step(trainer *t, const size_t *idx, size_t b, float *lo
     return SPMD_OK;
 }
 
+/* One rank of a group: a launcher set WORLD_SIZE (spmdrun, torchrun), or an
+ * MPI launcher started us (mpirun, srun --mpi: the group is then over MPI
+ * unless SPMD_BACKEND says otherwise). */
+static int launched(void) {
+    static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]) && *getenv(vars[i])) return 1;
+    return 0;
+}
+
 static int setup(trainer *t) {
     spmd_status st;
-    const char *ws = getenv("WORLD_SIZE");
-    if (ws && *ws) {
+    if (launched()) {
         spmd_group_opts go = SPMD_GROUP_OPTS_DEFAULT;
         go.name = "spmd-train";
         st = spmd_group_init(&go, &t->g, t->err, sizeof t->err);
@@ -1107,9 +1118,10 @@ static int run(trainer *t) {
                  (double)t->o.lr, t->world);
     else
         snprintf(lr, sizeof lr, "%g", (double)t->o.lr);
-    say(t, "spmd-train: %s (%zu parameters), world %d, batch %d per rank, %s lr %s, %d epoch(s)%s\n"
+    say(t, "spmd-train: %s (%zu parameters), world %d%s%s%s, batch %d per rank, %s lr %s, %d epoch(s)%s\n"
            "BLAS: OpenBLAS %s kernels, %d thread(s) per rank\n",
-        t->o.model, t->nparams, t->world, t->o.batch, spmd_optim_name(t->optim), lr,
+        t->o.model, t->nparams, t->world, t->g ? " (backend " : "", t->g ? spmd_group_backend(t->g) : "",
+        t->g ? ")" : "", t->o.batch, spmd_optim_name(t->optim), lr,
         t->o.epochs, limit, openblas_get_corename(), openblas_get_num_threads());
     if (t->ddp)
         say(t, "gradient sync: DDP reducer, %d bucket(s) (cap %g MiB), %s, %s, compression %s%s\n",

@@ -75,9 +75,17 @@ typedef struct {
     spmd_store *store;  /* an existing store to use (not owned); NULL: make one */
     int timeout_ms;     /* deadline of every blocking call; <= 0: SPMD_TIMEOUT or 30 min */
     const char *name;   /* for messages; NULL: "default" */
+    /* How bytes move: "spmd" (spmd's own TCP and shared-memory transport,
+     * SPMD_TRANSPORT picks the paths), "mpi" (the ranks of MPI_COMM_WORLD,
+     * every byte through MPI: needs spmd built with SPMD_WITH_MPI), or "auto":
+     * MPI when built with it and started by an MPI launcher (mpirun, srun
+     * --mpi) or the application initialized MPI, unless spmd's own rendezvous
+     * is configured (init_method, store, MASTER_ADDR/MASTER_PORT); else spmd.
+     * NULL: SPMD_BACKEND, else "auto".  See spmd/mpi.h. */
+    const char *backend;
 } spmd_group_opts;
 
-#define SPMD_GROUP_OPTS_DEFAULT {NULL, -1, -1, NULL, 0, NULL}
+#define SPMD_GROUP_OPTS_DEFAULT {NULL, -1, -1, NULL, 0, NULL, NULL}
 
 /* Form a group.  Blocks until every rank has joined (or the deadline).  On
  * failure *out is untouched and err (if not NULL) receives the reason. */
@@ -92,7 +100,8 @@ int spmd_group_size(const spmd_group *g);
 int spmd_group_local_rank(const spmd_group *g);       /* LOCAL_RANK, or 0 */
 int spmd_group_local_size(const spmd_group *g);       /* LOCAL_WORLD_SIZE, or 1 */
 /* How this rank reaches its peers: "shm" (shared-memory rings, all on this
- * host), "tcp", or "shm+tcp" (some of each); see SPMD_TRANSPORT. */
+ * host), "tcp", or "shm+tcp" (some of each); see SPMD_TRANSPORT.  "mpi" for
+ * a group over MPI. */
 const char *spmd_group_backend(const spmd_group *g);
 spmd_store *spmd_group_store(spmd_group *g);          /* the group's store (not owned); NULL at world size 1 without one */
 /* Detailed message of the last failed call made on g by any thread. */
@@ -249,6 +258,11 @@ int spmd_group_parent_rank(const spmd_group *sub, int r);
  * (non-zero exit or signal), the remaining children are killed and `report`
  * (if not NULL) tells which rank failed first and how.  Returns SPMD_OK if
  * every rank returned 0. */
+/* Inside a job started by an MPI launcher whose groups use the MPI backend
+ * (SPMD_BACKEND=mpi, or auto), nothing is forked: the launcher made the ranks,
+ * so this process runs fn(its rank, nprocs, arg) itself (nprocs must equal
+ * the job's size) and the result is its own; timeout_ms is then not enforced
+ * (the group's deadline still holds for every call). */
 typedef int (*spmd_spawn_fn)(int rank, int world_size, void *arg);
 spmd_status spmd_spawn(int nprocs, spmd_spawn_fn fn, void *arg, char *report, size_t reportlen);
 /* Like spmd_spawn with a deadline: children still running after timeout_ms

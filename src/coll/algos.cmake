@@ -35,3 +35,6 @@ target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/agree.c
   ${CMAKE_CURRENT_LIST_DIR}/ctx.c
 )
+if(SPMD_HAVE_MPI)
+  target_sources(spmd_objs PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mpi_native.c)
+endif()

@@ -83,7 +83,8 @@ spmd_status spmd__coll_algo_check(spmd__coll_kind k, const char *name, char *err
 /* "ring, rhd, rd, naive, butterfly" for all_reduce, etc. */
 void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen);
 /* The algorithm the table picks for this call at world size w; shm: 1 every
- * pair shares memory, 2 hosts of equal size do, 0 neither (NULL if none). */
+ * pair shares memory, 2 hosts of equal size do, 3 a group over MPI, 0 none
+ * of these (NULL if none). */
 const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm);
 
 /* ---- all_reduce ---- */
@@ -127,5 +128,13 @@ spmd_status spmd__alltoall_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
 /* ---- barrier ---- */
 spmd_status spmd__barrier_dissemination(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__barrier_shm(spmd__coll_ctx *c, const spmd__coll_args *a);
+/* ---- MPI's own implementation of every collective (mpi_native.c, built
+ * with SPMD_WITH_MPI; a group over MPI only) ---- */
+#ifdef SPMD_HAVE_MPI
+spmd_status spmd__coll_mpi(spmd__coll_ctx *c, const spmd__coll_args *a);
+#define SPMD__COLL_MPI spmd__coll_mpi
+#else
+#define SPMD__COLL_MPI NULL /* the rows naming it do not exist */
+#endif
 
 #endif

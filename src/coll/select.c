@@ -20,6 +20,13 @@
  * several repeats, algorithms interleaved in one run; the comments above the
  * rows say what decided them.  Rows with an empty byte range are never picked
  * automatically but stay available by name.
+ *
+ * On a group over MPI the rows marked ON_MPI come first, then every row
+ * marked ANY_PATH: spmd's algorithms run over MPI point-to-point.  "mpi" —
+ * MPI's own non-blocking collective (mpi_native.c) — was measured against
+ * them for every collective (bench/mpi_sweep.sh, Open MPI 4.1 over shared
+ * memory and TCP, worlds 2 and 4) and is chosen where it won: nowhere so
+ * far (docs/PERFORMANCE.md, "The MPI backend").
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -36,6 +43,7 @@
 #define SHM , 1     /* the row needs shared slots with every rank */
 #define ANY_PATH , 0 /* TCP or rings */
 #define HIER , 2     /* the row needs several hosts of equal size, shared memory within each */
+#define ON_MPI , 3   /* the row is for groups over MPI (SPMD_BACKEND=mpi) */
 
 typedef struct {
     spmd__coll_kind kind;
@@ -44,7 +52,8 @@ typedef struct {
     size_t lo, hi;  /* automatic choice for lo <= bytes < hi */
     int wlo, whi;   /* ... and wlo <= world <= whi */
     int shm;        /* ... and (1) only when every pair shares memory, (2) only over hosts
-                       of equal size sharing memory within (transport/xfer.h) */
+                       of equal size sharing memory within (transport/xfer.h), (3) only
+                       on a group over MPI */
 } algo_row;
 
 /* clang-format off */
@@ -75,6 +84,11 @@ static const algo_row TABLE[] = {
     /* several hosts: reduce within each through shared memory, one ring per
      * host index across them, gather within each */
     {SPMD__C_ALL_REDUCE,     "hier",      spmd__allreduce_hier,        0,         ANY_SIZE,       4, ANY_WORLD HIER},
+    /* a group over MPI, w = 2 (bench/mpi_sweep.sh, Open MPI 4.1 shared memory):
+     * rd stays fastest to 1 MiB, rhd from 4 MiB (16 MiB: rhd 1.94 ms, rd 2.16,
+     * ring 2.78, MPI's own 3.47); MPI's own all_reduce never wins */
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         2 * MiB,        2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         2 * MiB,   ANY_SIZE,       2, 2 ON_MPI},
     /* w = 2: one exchange of the whole buffer (rd) beats two half exchanges
      * up to 512 KiB; beyond that the ring's halved reduction and in-cache
      * pieces win.  w >= 3: rd to 128 KiB, rhd to 1 MiB, then the ring. */
@@ -107,6 +121,17 @@ static const algo_row TABLE[] = {
     {SPMD__C_ALL_TO_ALL,     "shm",       spmd__alltoall_shm,          0,         ANY_SIZE,       2, ANY_WORLD SHM},
     {SPMD__C_ALL_TO_ALL,     "linear",    spmd__alltoall_linear,       0,         256 * KiB,      2, ANY_WORLD ANY_PATH},
     {SPMD__C_ALL_TO_ALL,     "pairwise",  spmd__alltoall_pairwise,     0,         ANY_SIZE,       2, ANY_WORLD ANY_PATH},
+
+    /* MPI's own implementation (mpi_native.c), by name on a group over MPI */
+    {SPMD__C_BARRIER,        "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_BROADCAST,      "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_REDUCE,         "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_REDUCE,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_GATHER,         "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_SCATTER,        "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_GATHER,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_REDUCE_SCATTER, "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
+    {SPMD__C_ALL_TO_ALL,     "mpi",       SPMD__COLL_MPI,              BY_NAME_ONLY},
 };
 /* clang-format on */
 #define NROWS (sizeof TABLE / sizeof TABLE[0])
@@ -115,7 +140,7 @@ void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
     size_t used = 0;
     if (outlen) out[0] = '\0';
     for (size_t i = 0; i < NROWS; i++) {
-        if (TABLE[i].kind != k) continue;
+        if (TABLE[i].kind != k || !TABLE[i].fn) continue;
         int dup = 0;
         for (size_t j = 0; j < i; j++)
             if (TABLE[j].kind == k && strcmp(TABLE[j].name, TABLE[i].name) == 0) dup = 1;
@@ -129,7 +154,7 @@ void spmd__coll_algo_names(spmd__coll_kind k, char *out, size_t outlen) {
 
 static const algo_row *find_named(spmd__coll_kind k, const char *name) {
     for (size_t i = 0; i < NROWS; i++)
-        if (TABLE[i].kind == k && strcmp(TABLE[i].name, name) == 0) return &TABLE[i];
+        if (TABLE[i].kind == k && TABLE[i].fn && strcmp(TABLE[i].name, name) == 0) return &TABLE[i];
     return NULL;
 }
 
@@ -139,7 +164,7 @@ static void invalid_name_msg(spmd__coll_kind k, const char *name, const char *or
     spmd__coll_algo_names(k, names, sizeof names);
     int other = 0;
     for (size_t i = 0; i < NROWS; i++)
-        if (strcmp(TABLE[i].name, name) == 0) other = 1;
+        if (TABLE[i].fn && strcmp(TABLE[i].name, name) == 0) other = 1;
     snprintf(err, errlen, "%s: unknown algorithm '%s'%s; valid choices: %s", spmd__coll_kind_name(k),
              name, origin, names);
     if (other) { /* say it exists, but for another collective */
@@ -173,12 +198,12 @@ static size_t select_bytes(const spmd__coll_args *a, int w) {
     }
 }
 
-/* shm: 1 every pair shares memory, 2 hosts of equal size, 0 neither */
+/* shm: 1 every pair shares memory, 2 hosts of equal size, 3 a group over MPI, 0 none of these */
 static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     const size_t bytes = select_bytes(a, w);
     for (size_t i = 0; i < NROWS; i++) {
         const algo_row *t = &TABLE[i];
-        if (t->kind != a->kind || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
+        if (t->kind != a->kind || !t->fn || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
         if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
     }
     return NULL;
@@ -284,10 +309,17 @@ static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const alg
             invalid_name_msg(a->kind, name, origin, why, whylen);
             return SPMD_ERR_INVALID;
         }
+        if (row->fn == SPMD__COLL_MPI && !c->m->ext) { /* refused here, so the ranks agree on it */
+            snprintf(why, whylen, "%s: algorithm 'mpi' needs a group on the MPI backend",
+                     spmd__coll_kind_name(a->kind));
+            return SPMD_ERR_INVALID;
+        }
     }
     if (w == 1) return SPMD_OK;
-    const int shm = spmd__shm_coll_usable(c), hier = spmd__shm_coll_hier_usable(c);
-    if (!row) row = auto_row(a, w, shm ? 1 : hier ? 2 : 0);
+    /* a group over MPI (c->m->ext) has no rings: its rows first, then the path-free ones */
+    const int ext = c->m->ext != NULL;
+    const int shm = !ext && spmd__shm_coll_usable(c), hier = !ext && spmd__shm_coll_hier_usable(c);
+    if (!row) row = auto_row(a, w, ext ? 3 : shm ? 1 : hier ? 2 : 0);
     if (!row) {
         snprintf(why, whylen, "%s: no algorithm for world size %d", spmd__coll_kind_name(a->kind), w);
         return SPMD_ERR_INVALID;

@@ -104,6 +104,34 @@ static void *exec_main(void *arg) {
     return NULL;
 }
 
+/* No executor thread (the transport's calls must stay on the caller's
+ * thread: MPI below MPI_THREAD_MULTIPLE): the thread that waits for or
+ * tests w runs every collective queued up to w, in issue order. */
+static void run_queue_until(spmd_group *g, spmd_work *w) {
+    spmd__exec *e = g->exec;
+    pthread_mutex_lock(&e->mu);
+    while (!spmd__work_done(w)) {
+        if (e->busy) { /* another thread runs one: it wakes us when done */
+            pthread_cond_wait(&e->cv, &e->mu);
+            continue;
+        }
+        spmd_work *x = e->head;
+        if (!x) break;
+        e->head = x->next;
+        if (!e->head) e->tail = NULL;
+        x->next = NULL;
+        e->busy = 1;
+        pthread_mutex_unlock(&e->mu);
+        char msg[SPMD__ERRLEN] = "";
+        spmd_status st = run_one(g, &x->args, x == w, msg, sizeof msg);
+        spmd__work_complete(x, st, msg); /* x may be gone after this */
+        pthread_mutex_lock(&e->mu);
+        e->busy = 0;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* The caller is about to wait for w: if w is next in line and the executor
  * is idle, run it right here instead of handing it to the executor thread
  * (async + immediate wait then costs what a blocking call costs). */
@@ -111,6 +139,10 @@ void spmd__exec_help(spmd_work *w) {
     spmd_group *g = w->g;
     spmd__exec *e = g ? g->exec : NULL;
     if (!e) return;
+    if (g->t.caller_thread_only) {
+        run_queue_until(g, w);
+        return;
+    }
     pthread_mutex_lock(&e->mu);
     if (e->head != w || e->busy) {
         pthread_mutex_unlock(&e->mu);
@@ -201,7 +233,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
     spmd__rec_coll_issue(g->rec, a, 0);
     w->args = *a;
     memset(a, 0, sizeof *a);
-    if (!e->thread_started) {
+    if (!e->thread_started && !g->t.caller_thread_only) {
         int rc = pthread_create(&e->thread, NULL, exec_main, g);
         if (rc) {
             pthread_mutex_unlock(&e->mu);

@@ -90,6 +90,8 @@ void spmd__work_release(spmd_work *w);
 /* Complete a work: store status/message, wake waiters.  After this call the
  * completer must not touch w again. */
 void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg);
+/* 1 once w is complete (its status and message final). */
+int spmd__work_done(spmd_work *w);
 
 /* SPMD_BIND=core: pin this process's calling thread (and the threads it
  * starts later) to a core of its own among the host's ranks (bind.c). */

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "backend.h"
 #include "envinfo.h"
 #include "group_internal.h"
 #include "transport/path.h"
@@ -44,6 +45,7 @@ int spmd_group_local_size(const spmd_group *g) { return g ? g->local_world : -1;
  * "+aes-gcm" when the TCP ones are encrypted (SPMD_ENCRYPT=1). */
 const char *spmd_group_backend(const spmd_group *g) {
     if (!g) return "?";
+    if (g->t.ext) return g->t.ext->name;
     int shm = spmd__shm_link_peers(g->t.shm), others = g->world - 1 - shm, sealed = 0;
     for (int p = 0; p < g->world && !sealed; p++)
         sealed = g->t.path[SPMD__CH_P2P] && g->t.path[SPMD__CH_P2P][p] &&
@@ -245,9 +247,14 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     static const spmd_group_opts dflt = SPMD_GROUP_OPTS_DEFAULT;
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_init: out is NULL");
     if (!opts) opts = &dflt;
-    spmd__envinfo env;
-    spmd_status st = spmd__env_read(&env, err, errlen);
+    spmd__backend backend;
+    spmd_status st = spmd__backend_choose(opts, &backend, err, errlen);
     if (st) return st;
+#ifdef SPMD_HAVE_MPI
+    if (backend == SPMD__BACKEND_MPI) return spmd__group_init_mpi(opts, out, err, errlen);
+#endif
+    spmd__envinfo env;
+    if ((st = spmd__env_read(&env, err, errlen))) return st;
     int rank = opts->rank >= 0 ? opts->rank : env.rank;
     int world = opts->world_size > 0 ? opts->world_size : env.world;
     if (rank < 0 && world < 0 && !opts->init_method && !opts->store) { rank = 0; world = 1; }

@@ -1,4 +1,6 @@
 /* spawn.c — spmd_spawn: the C counterpart of torch.multiprocessing.spawn.
+ * (Inside an MPI job on the MPI backend it forks nothing: each process the
+ * launcher started runs its own rank.)
  * A child process hosts the store on a free loopback port (so this process
  * starts no thread and forks the ranks single-threaded); each child gets the
  * torchrun environment (with TORCHELASTIC_USE_AGENT_STORE so it connects
@@ -19,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "auth/procs.h"
+#include "backend.h"
+#include "envinfo.h"
 #include "group_internal.h"
 
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
@@ -55,12 +59,34 @@ static void child_main(int rank, int nprocs, int port, const char *run_id, pid_t
     _exit(rc & 0xff);
 }
 
+/* Under an MPI launcher with the MPI backend the ranks exist already (and a
+ * forked child could not join MPI): this process runs its own rank. */
+static int run_as_mpi_rank(int nprocs, spmd_spawn_fn fn, void *arg, spmd_status *st, char *report,
+                           size_t reportlen) {
+    spmd__backend b;
+    char err[SPMD__ERRLEN];
+    if (!spmd__mpi_launched() || spmd__backend_choose(NULL, &b, err, sizeof err) || b != SPMD__BACKEND_MPI) return 0;
+    spmd__envinfo env;
+    if ((*st = spmd__env_read(&env, report, reportlen))) return 1;
+    if (env.rank < 0 || env.world != nprocs) {
+        *st = spmd__fail(report, reportlen, SPMD_ERR_INVALID,
+                         "spawn of %d ranks inside an MPI job of %d: start it with -np %d (the launcher made the ranks)",
+                         nprocs, env.world, nprocs);
+        return 1;
+    }
+    int rc = fn(env.rank, nprocs, arg);
+    *st = rc ? spmd__fail(report, reportlen, SPMD_ERR_REMOTE, "rank %d returned %d", env.rank, rc) : SPMD_OK;
+    return 1;
+}
+
 spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int timeout_ms, char *report,
                                size_t reportlen) {
     if (nprocs < 1 || !fn) return spmd__fail(report, reportlen, SPMD_ERR_INVALID, "spawn: bad arguments");
     if (report && reportlen) report[0] = 0;
+    spmd_status st;
+    if (run_as_mpi_rank(nprocs, fn, arg, &st, report, reportlen)) return st;
     spmd_store_server *srv = NULL;
-    spmd_status st = spmd_store_server_open("127.0.0.1", 0, &srv, report, reportlen);
+    st = spmd_store_server_open("127.0.0.1", 0, &srv, report, reportlen);
     if (st) return st;
     int port = spmd_store_server_port(srv);
     fflush(NULL);

@@ -1,10 +1,12 @@
 /* subgroup.c — new groups made of some ranks of a parent group.  Every rank
  * of the parent calls with the same list; members meet through the parent's
  * store under a fresh prefix and build their own mesh, so the subgroup's
- * traffic and failures never mix with the parent's. */
+ * traffic and failures never mix with the parent's.  (A group over MPI makes
+ * its subgroups with MPI_Comm_create_group: mpi_group.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "group_internal.h"
 
 static int cmp_int(const void *a, const void *b) {
@@ -34,6 +36,9 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
     int me = -1;
     for (int i = 0; i < nranks; i++)
         if (sorted[i] == g->rank) me = i;
+#ifdef SPMD_HAVE_MPI
+    if (g->t.ext) return spmd__group_mpi_subgroup(g, sorted, nranks, me, id, out); /* MPI_Comm_create_group */
+#endif
     if (me < 0) {
         free(sorted);
         *out = NULL;

@@ -23,6 +23,7 @@
 enum { W_DONE = 1, W_SLEEPING = 2, W_FREE = 4 };
 
 static int is_done(spmd_work *w) { return atomic_load_explicit(&w->state, memory_order_acquire) & W_DONE; }
+int spmd__work_done(spmd_work *w) { return is_done(w); }
 
 /* The engine completes the request embedded first in the work. */
 static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
@@ -74,6 +75,7 @@ spmd_status spmd_work_test(spmd_work *w) {
     if (!w) return SPMD_ERR_INVALID;
     if (!is_done(w)) {
         if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
+        else if (w->g->t.caller_thread_only) spmd__exec_help(w); /* nobody else runs it */
         if (!is_done(w)) return SPMD_ERR_AGAIN;
     }
     return w->status; /* final once DONE is seen (acquire) */
@@ -141,7 +143,15 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
         uint64_t spin_until = spmd__now_ns() + 20000;
         while (!is_done(w) && spmd__now_ns() < spin_until) sched_yield();
     } else if (!is_done(w)) {
-        spin_p2p(w);
+        spmd__mesh *m = &w->g->t;
+        if (!m->ext) {
+            spin_p2p(w);
+        } else if (m->ext->wait(m, &w->req, &w->state, W_DONE, spmd__deadline(timeout_ms)) == SPMD_ERR_TIMEOUT) {
+            /* no progress thread (MPI): the waiter drives the transport, and
+             * nobody completes w while it sleeps */
+            snprintf(w->errmsg, sizeof w->errmsg, "work not finished after %d ms", timeout_ms);
+            return SPMD_ERR_TIMEOUT;
+        }
     }
     if (!is_done(w)) {
         spmd_status st = sleep_until_done(w, spmd__deadline(timeout_ms), timeout_ms);
@@ -160,6 +170,9 @@ void spmd__work_release(spmd_work *w) {
      * cancelled; anything else is waited for (sends drain or fail with their
      * peer, collectives have deadlines). */
     if (w->kind != SPMD__W_COLL && !is_done(w)) spmd__p2p_cancel(&w->g->t, &w->req);
+    /* a collective nobody waited for: with no executor thread (MPI below
+     * MPI_THREAD_MULTIPLE) only this thread can run it */
+    if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) spmd__exec_help(w);
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);

@@ -257,6 +257,7 @@ spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what
                 continue;
             }
             char msg[SPMD__ERRLEN];
+            if (g->ext) spmd__p2p_poll(g, -1); /* a mesh over MPI learns of failures only when polled */
             spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
             if (st) {
                 snprintf(err, errlen, "rank %d: waiting for rank %d's %s: %s", g->rank, r, what, msg);

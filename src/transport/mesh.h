@@ -27,6 +27,7 @@ typedef struct spmd__p2p spmd__p2p;   /* p2p_engine.c */
 typedef struct spmd__preq spmd__preq; /* a posted send or receive (below) */
 typedef struct spmd__path spmd__path; /* path.h */
 typedef struct spmd__shm_link spmd__shm_link; /* shm_link.c */
+typedef struct spmd__mesh_ext spmd__mesh_ext; /* below */
 
 /* What this rank knows of a peer's process for cross-memory attach (cma.c). */
 typedef struct {
@@ -93,9 +94,38 @@ typedef struct spmd__mesh {
      * recorder that costs a load instead of a clock_gettime) */
     _Atomic int64_t clock_ms;
     int clock_wanted;
+
+    /* A mesh over another library (MPI, mpi_link.c): no paths, no progress
+     * thread; point-to-point, the collective wire and failure notices go
+     * through ext's operations.  NULL for spmd's own transport. */
+    const spmd__mesh_ext *ext;
+    void *ext_state;
+    int caller_thread_only;       /* transport calls must stay on the caller's thread
+                                     (MPI below MPI_THREAD_MULTIPLE): no executor thread */
 } spmd__mesh;
 
 #define SPMD__MESH_CLOCK_MS 100
+
+/* The operations of a mesh over another library.  The p2p functions below
+ * and spmd__xfer (xfer.h) hand their calls to these when m->ext is set. */
+struct spmd__coll_ctx;
+struct spmd__xfer_op;
+struct spmd__preq;
+struct spmd__mesh_ext {
+    const char *name; /* what spmd_group_backend() says, e.g. "mpi" */
+    spmd_status (*xfer)(struct spmd__coll_ctx *c, const struct spmd__xfer_op *sends, int nsends,
+                        const struct spmd__xfer_op *recvs, int nrecvs);
+    spmd_status (*post_send)(struct spmd__mesh *m, struct spmd__preq *r, char *err, size_t errlen);
+    spmd_status (*post_recv)(struct spmd__mesh *m, struct spmd__preq *r, char *err, size_t errlen);
+    void (*poll)(struct spmd__mesh *m, int peer);
+    /* Wait (driving progress) until (*state & done_bit) or the deadline: SPMD_OK or SPMD_ERR_TIMEOUT. */
+    spmd_status (*wait)(struct spmd__mesh *m, struct spmd__preq *r, const atomic_int *state, int done_bit,
+                        int64_t deadline);
+    void (*cancel)(struct spmd__mesh *m, struct spmd__preq *r);
+    void (*fail_all)(struct spmd__mesh *m, spmd_status st, const char *msg);
+    void (*broadcast_abort)(struct spmd__mesh *m, spmd_status st, const char *msg);
+    void (*stop)(struct spmd__mesh *m); /* say goodbye, fail what is pending, free ext_state */
+};
 
 /* ---- which paths (mode.c) ---------------------------------------------------- */
 enum { SPMD__TRANSPORT_TCP = 0, SPMD__TRANSPORT_AUTO = 1, SPMD__TRANSPORT_SHM = 2 };

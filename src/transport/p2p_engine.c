@@ -371,6 +371,7 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
 }
 
 void spmd__p2p_fail_all(spmd__mesh *g, spmd_status st, const char *msg) {
+    if (g->ext) { g->ext->fail_all(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -395,6 +396,7 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
 }
 
 void spmd__p2p_broadcast_abort(spmd__mesh *g, spmd_status st, const char *msg) {
+    if (g->ext) { g->ext->broadcast_abort(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -800,6 +802,7 @@ static void unlock_engine(spmd__p2p *p) {
  * waiting for the progress thread to wake up: that wake-up is most of a small
  * message's latency.  Never blocks. */
 void spmd__p2p_poll(spmd__mesh *g, int which) {
+    if (g && g->ext) { g->ext->poll(g, which); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || g->world == 1) return;
     if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
@@ -1051,6 +1054,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
 }
 
 void spmd__p2p_stop(spmd__mesh *g) {
+    if (g->ext) { g->ext->stop(g); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
     /* Goodbye to every live peer, then let the queues drain (bounded).  A
@@ -1124,6 +1128,7 @@ static void expect_from(spmd__p2p *p, int which) {
 }
 
 spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
+    if (g->ext) return g->ext->post_send(g, w, err, errlen);
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
     pthread_mutex_lock(&p->mu);
@@ -1169,6 +1174,7 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 }
 
 spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
+    if (g->ext) return g->ext->post_recv(g, w, err, errlen);
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
     pthread_mutex_lock(&p->mu);
@@ -1214,6 +1220,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 }
 
 void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
+    if (g && g->ext) { g->ext->cancel(g, w); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p) return;
     pthread_mutex_lock(&p->mu);

@@ -464,6 +464,7 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
 spmd_status spmd__xfer(spmd__coll_ctx *c, const spmd__xfer_op *sends, int nsends,
                        const spmd__xfer_op *recvs, int nrecvs) {
     spmd__mesh *g = c->m;
+    if (g->ext) return g->ext->xfer(c, sends, nsends, recvs, nrecvs);
     int n = nsends + nrecvs;
     if (n == 0) return SPMD_OK;
     enum { STACK = 16 };

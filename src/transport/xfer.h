@@ -61,7 +61,7 @@ typedef struct spmd__coll_ctx {
 } spmd__coll_ctx;
 
 /* One message to or from a peer (a rank of this mesh, never ourselves). */
-typedef struct {
+typedef struct spmd__xfer_op {
     int peer;
     void *buf;
     size_t len;

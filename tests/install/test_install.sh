@@ -1,9 +1,9 @@
 #!/bin/sh
 # cmake --install puts headers, libraries, tools, spmd.pc and the CMake package
 # in place; another project then builds with pkg-config and with find_package.
-#   test_install.sh <build dir> <source dir of this test>
+#   test_install.sh <build dir> <source dir of this test> [ON: spmd has the MPI backend]
 set -eu
-BUILD=$1 HERE=$2
+BUILD=$1 HERE=$2 MPI=${3:-OFF}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
@@ -25,6 +25,19 @@ cmake -S "$HERE" -B "$TMP/b" -DCMAKE_PREFIX_PATH="$TMP/prefix" >/dev/null
 cmake --build "$TMP/b" >/dev/null
 "$TMP/b/hello_cmake"
 (cd "$TMP" && "$TMP/b/hello_nn_cmake")
+# The MPI backend: spmd/mpi.h installed with it only, and spmd.pc / the CMake
+# package bring MPI's flags to a program that includes it.
+if [ "$MPI" = ON ]; then
+    [ -e "$TMP/prefix/include/spmd/mpi.h" ] || { echo "FAIL: spmd/mpi.h not installed"; exit 1; }
+    cc "$HERE/hello_mpi.c" $(PKG_CONFIG_PATH="$PC" pkg-config --cflags --libs spmd) -o "$TMP/hello_mpi_pc"
+    [ -x "$TMP/b/hello_mpi_cmake" ] || { echo "FAIL: find_package(spmd) did not build hello_mpi"; exit 1; }
+    root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+    for p in "$TMP/hello_mpi_pc" "$TMP/b/hello_mpi_cmake"; do
+        mpirun $root --oversubscribe -np 2 "$p" | grep -q "of 2 over mpi: 2" || { echo "FAIL: $p under mpirun"; exit 1; }
+    done
+else
+    [ ! -e "$TMP/prefix/include/spmd/mpi.h" ] || { echo "FAIL: spmd/mpi.h installed without the MPI backend"; exit 1; }
+fi
 # the installed tools start
 "$TMP/prefix/bin/spmdrun" --version >/dev/null
 "$TMP/prefix/bin/spmd-train" --help >/dev/null

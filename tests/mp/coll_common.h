@@ -23,6 +23,7 @@
 #include <string.h>
 #include "coll/reduce.h"
 #include "harness.h"
+#include "mpi_job.h"
 #include "spmd/group.h"
 
 #define RREQUIRE(cond)                                                                             \
@@ -33,6 +34,8 @@
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
+
+#define NALGOS(list) ((int)(sizeof(list) / sizeof((list)[0])))
 
 static const spmd_dtype ALL_DTYPES[] = {SPMD_F32, SPMD_F64, SPMD_F16, SPMD_BF16,
                                         SPMD_I8,  SPMD_U8,  SPMD_I32, SPMD_I64};
@@ -160,7 +163,7 @@ static inline int run_world(int world, spmd_spawn_fn fn, void *arg, int timeout_
     char report[512];
     setenv("SPMD_TIMEOUT", "10", 0); /* keep a value the caller set (debugging) */
     setenv("SPMD_SEGMENT_BYTES", "256", 0);
-    spmd_status st = spmd_spawn_timeout(world, fn, arg, timeout_s * 1000, report, sizeof report);
+    spmd_status st = test_spawn(world, fn, arg, timeout_s * 1000, report, sizeof report);
     if (st != SPMD_OK) {
         fprintf(stderr, "world %d: %s (%s)\n", world, spmd_status_name(st), report);
         return 1;
@@ -169,9 +172,10 @@ static inline int run_world(int world, spmd_spawn_fn fn, void *arg, int timeout_
 }
 
 /* The shared-slot algorithms need every pair on shared memory (not so under
- * SPMD_TRANSPORT=tcp).  Tests set SPMD_SHM_SLOT_BYTES small so the chunked
- * paths are reached. */
+ * SPMD_TRANSPORT=tcp), "mpi" (MPI's own collectives) a group over MPI.
+ * Tests set SPMD_SHM_SLOT_BYTES small so the chunked paths are reached. */
 static inline int algo_usable(spmd_group *g, const char *algo) {
+    if (algo && !strcmp(algo, "mpi")) return group_on_mpi(g);
     if (!algo || (strcmp(algo, "shm") && strcmp(algo, "oneshot") && strcmp(algo, "cma"))) return 1;
     return spmd_group_size(g) == 1 || !strcmp(spmd_group_backend(g), "shm");
 }

@@ -9,7 +9,7 @@
  * the run short on 2 cores. */
 #include "coll_common.h"
 
-static const char *ALGOS[] = {"", "ring", "rhd", "rd", "naive", "butterfly", "oneshot", "shm", "cma"};
+static const char *ALGOS[] = {"", "ring", "rhd", "rd", "naive", "butterfly", "oneshot", "shm", "cma", "mpi"};
 #define N_ALGOS ((int)(sizeof ALGOS / sizeof ALGOS[0]))
 
 static int one(spmd_group *g, int rank, int w, const char *algo, spmd_dtype dt, spmd_op op, size_t n,

@@ -2,10 +2,13 @@
  * and barrier over real ranks: every algorithm, counts 0, 1, w-1, w+1 and
  * multi-segment, in place and out of place, bit for bit.  reduce_scatter
  * covers every dtype × op at worlds up to 4.  The barrier is checked through
- * the store: a counter every rank bumps before the barrier must read w for
- * every rank after it.
+ * the store (a group over MPI: a file): a counter every rank bumps before the
+ * barrier must read w for every rank after it.
  *
  * Usage: test_coll_gather [world ...]  (default 1 2 3 4). */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "coll_common.h"
 
 static spmd_status wait_free(spmd_work **wp, spmd_status st) {
@@ -155,25 +158,52 @@ static int all_to_all_v(spmd_group *g, int rank, int w, const char *algo, size_t
     return 0;
 }
 
+/* Nobody leaves a barrier before everyone arrived: each rank counts itself
+ * in before the barrier and checks the count after it — in the group's store,
+ * or (a group over MPI has none) in a file every rank appends a byte to.
+ * Every third round runs MPI's own barrier on a group over MPI. */
+static char barrier_file[64];
+
 static int barrier(spmd_group *g, int rank, int w, int round) {
     spmd_store *s = spmd_group_store(g);
     char key[64];
     snprintf(key, sizeof key, "coll_test_barrier_%d", round);
     int64_t v = 0;
     if (!s && w == 1) return spmd_barrier(g) == SPMD_OK ? 0 : 1; /* world 1 has no store */
-    spmd_status st0 = spmd_store_add(s, key, 1, &v);
-    if (st0) fprintf(stderr, "rank %d: store add: %s (%s)\n", rank, spmd_status_name(st0), s ? spmd_store_errmsg(s) : "no store");
-    RREQUIRE(st0 == SPMD_OK);
+    if (!s && !barrier_file[0]) { /* rank 0 names the file */
+        if (rank == 0) {
+            snprintf(barrier_file, sizeof barrier_file, "/tmp/spmd-barrier-XXXXXX");
+            int fd = mkstemp(barrier_file);
+            RREQUIRE(fd >= 0);
+            close(fd);
+        }
+        RREQUIRE(spmd_broadcast(g, barrier_file, sizeof barrier_file, SPMD_U8, 0) == SPMD_OK);
+    }
+    if (s) {
+        spmd_status st0 = spmd_store_add(s, key, 1, &v);
+        if (st0) fprintf(stderr, "rank %d: store add: %s (%s)\n", rank, spmd_status_name(st0), spmd_store_errmsg(s));
+        RREQUIRE(st0 == SPMD_OK);
+    } else {
+        int fd = open(barrier_file, O_WRONLY | O_APPEND);
+        RREQUIRE(fd >= 0 && write(fd, "x", 1) == 1);
+        close(fd);
+    }
+    spmd_coll_opts o = {round % 3 == 2 && algo_usable(g, "mpi") ? "mpi" : NULL};
     spmd_status st;
-    if (round & 1) {
+    if ((round & 1) || o.algo) {
         spmd_work *wk = NULL;
-        st = wait_free(&wk, spmd_barrier_async(g, NULL, &wk));
+        st = wait_free(&wk, spmd_barrier_async(g, &o, &wk));
     } else {
         st = spmd_barrier(g);
     }
     RREQUIRE(st == SPMD_OK);
-    RREQUIRE(spmd_store_add(s, key, 0, &v) == SPMD_OK);
-    RREQUIRE(v == w); /* nobody leaves before everyone arrived */
+    if (s) {
+        RREQUIRE(spmd_store_add(s, key, 0, &v) == SPMD_OK);
+        RREQUIRE(v == w); /* nobody leaves before everyone arrived */
+    } else {
+        struct stat sb;
+        RREQUIRE(stat(barrier_file, &sb) == 0 && sb.st_size >= (off_t)w * (round + 1));
+    }
     return 0;
 }
 
@@ -182,16 +212,16 @@ static int body(int rank, int w, void *arg) {
     spmd_group *g = join_group(rank);
     if (!g) return 1;
     int rc = 0;
-    static const char *ag_algos[] = {"", "ring", "bruck", "shm"};
-    static const char *rs_algos[] = {"", "ring", "direct", "shm"};
-    static const char *aa_algos[] = {"", "pairwise", "linear", "shm"};
+    static const char *ag_algos[] = {"", "ring", "bruck", "shm", "mpi"};
+    static const char *rs_algos[] = {"", "ring", "direct", "shm", "mpi"};
+    static const char *aa_algos[] = {"", "pairwise", "linear", "shm", "mpi"};
     static const spmd_dtype move_dt[] = {SPMD_U8, SPMD_F16, SPMD_I64};
     for (int round = 0; round < 4 && !rc; round++) rc |= barrier(g, rank, w, round);
     for (int di = 0; di < 3 && !rc; di++) {
         size_t counts[8];
         const int nc = test_counts(w, spmd_dtype_size(move_dt[di]), counts);
         for (int ci = 0; ci < nc && !rc; ci++)
-            for (int a = 0; a < 4 && !rc; a++)
+            for (int a = 0; a < NALGOS(ag_algos) && !rc; a++)
                 for (int mode = 0; mode < 3 && !rc && algo_usable(g, ag_algos[a]); mode++)
                     rc |= all_gather(g, rank, w, ag_algos[a], move_dt[di], counts[ci], mode);
     }
@@ -199,12 +229,12 @@ static int body(int rank, int w, void *arg) {
         size_t counts[8];
         const int nc = test_counts(w, 4, counts);
         for (int ci = 0; ci < nc && !rc; ci++)
-            for (int a = 0; a < 4 && !rc; a++)
+            for (int a = 0; a < NALGOS(aa_algos) && !rc; a++)
                 for (int ip = 0; ip < 2 && !rc && algo_usable(g, aa_algos[a]); ip++)
                     rc |= all_to_all(g, rank, w, aa_algos[a], counts[ci], ip);
         static const size_t scales[] = {0, 1, 3, 40};
         for (int si = 0; si < 4 && !rc; si++)
-            for (int a = 0; a < 4 && !rc; a++)
+            for (int a = 0; a < NALGOS(aa_algos) && !rc; a++)
                 if (algo_usable(g, aa_algos[a])) rc |= all_to_all_v(g, rank, w, aa_algos[a], scales[si]);
     }
     const int full = w <= 4;
@@ -217,12 +247,14 @@ static int body(int rank, int w, void *arg) {
             size_t counts[8];
             const int nc = test_counts(w, spmd_dtype_size(dt), counts);
             for (int ci = 0; ci < nc && !rc; ci++)
-                for (int a = 0; a < 4 && !rc; a++)
+                for (int a = 0; a < NALGOS(rs_algos) && !rc; a++)
                     for (int ip = 0; ip < 2 && !rc && algo_usable(g, rs_algos[a]); ip++)
                         rc |= reduce_scatter(g, rank, w, rs_algos[a], dt, (spmd_op)op, counts[ci], ip);
         }
     }
     for (int round = 4; round < 6 && !rc; round++) rc |= barrier(g, rank, w, round);
+    if (barrier_file[0] && !rc && spmd_barrier(g) == SPMD_OK && rank == 0) unlink(barrier_file);
+    barrier_file[0] = 0;
     spmd_group_destroy(g);
     return rc;
 }

@@ -156,9 +156,9 @@ static int body(int rank, int w, void *arg) {
     if (!g) return 1;
     int roots[8], rc = 0;
     const int nroots = roots_of(w, roots);
-    static const char *bc_algos[] = {"", "tree", "scatter_ring", "shm"};
-    static const char *ga_algos[] = {"", "linear", "tree", "shm"};
-    static const char *re_algos[] = {"", "tree", "shm"};
+    static const char *bc_algos[] = {"", "tree", "scatter_ring", "shm", "mpi"};
+    static const char *ga_algos[] = {"", "linear", "tree", "shm", "mpi"};
+    static const char *re_algos[] = {"", "tree", "shm", "mpi"};
     for (int ri = 0; ri < nroots && !rc; ri++) {
         const int root = roots[ri];
         for (int di = 0; di < 3 && !rc; di++) {
@@ -166,9 +166,9 @@ static int body(int rank, int w, void *arg) {
             size_t counts[8];
             const int nc = test_counts(w, spmd_dtype_size(dt), counts);
             for (int ci = 0; ci < nc && !rc; ci++) {
-                for (int a = 0; a < 4 && !rc; a++)
+                for (int a = 0; a < NALGOS(bc_algos) && !rc; a++)
                     if (algo_usable(g, bc_algos[a])) rc |= bcast(g, rank, bc_algos[a], dt, counts[ci], root);
-                for (int a = 0; a < 4 && !rc; a++)
+                for (int a = 0; a < NALGOS(ga_algos) && !rc; a++)
                     for (int ip = 0; ip < 2 && !rc && algo_usable(g, ga_algos[a]); ip++) {
                         rc |= gather(g, rank, w, ga_algos[a], dt, counts[ci], root, ip);
                         rc |= scatter(g, rank, w, ga_algos[a], dt, counts[ci], root, ip);
@@ -186,7 +186,7 @@ static int body(int rank, int w, void *arg) {
                 size_t counts[8];
                 const int nc = test_counts(w, spmd_dtype_size(dt), counts);
                 for (int ci = 0; ci < nc && !rc; ci++)
-                    for (int a = 0; a < 3 && !rc; a++)
+                    for (int a = 0; a < NALGOS(re_algos) && !rc; a++)
                         for (int ip = 0; ip < 2 && !rc && algo_usable(g, re_algos[a]); ip++)
                             rc |= reduce(g, rank, w, re_algos[a], dt, (spmd_op)op, counts[ci], root, ip);
             }

@@ -6,6 +6,7 @@
  * Every rank also computes the single-process reference itself and compares. */
 #include <math.h>
 #include "harness.h"
+#include "mpi_job.h"
 #include "spmd/ddp.h"
 #include "spmd/nn.h"
 
@@ -175,7 +176,7 @@ int main(void) {
     static const int worlds[] = {2, 3};
     for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
         char report[512];
-        spmd_status st = spmd_spawn_timeout(worlds[i], body, NULL, 300000, report, sizeof report);
+        spmd_status st = test_spawn(worlds[i], body, NULL, 300000, report, sizeof report);
         CHECK_MSG(st == SPMD_OK, "world %d: %s", worlds[i], report);
     }
     TEST_MAIN_END();

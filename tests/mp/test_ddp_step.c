@@ -19,6 +19,7 @@
  * At world 1, and with SPMD_SHM=0, nothing is shared and stepped() stays 0. */
 #include <math.h>
 #include "harness.h"
+#include "mpi_job.h"
 #include "spmd/nn.h"
 #include "spmd/spmd.h"
 
@@ -212,7 +213,7 @@ int main(void) {
     for (int w = 1; w <= 4; w++)
         for (sched_kind = 0; sched_kind < 4; sched_kind++) {
             if (w == 1 && sched_kind > 0) continue;
-            spmd_status st = spmd_spawn_timeout(w, body, NULL, 120000, report, sizeof report);
+            spmd_status st = test_spawn(w, body, NULL, 120000, report, sizeof report);
             CHECK_MSG(st == SPMD_OK, "world %d, %s: %s", w, SCHED_NAMES[sched_kind], report);
             printf("world %d, %-8s: sgd, sgd+momentum, adam %s\n", w, SCHED_NAMES[sched_kind],
                    st == SPMD_OK ? "equal" : "FAILED");
@@ -220,7 +221,7 @@ int main(void) {
     /* sharing refused: the caller steps every time, same results */
     setenv("SPMD_SHM", "0", 1);
     sched_kind = SCHED_REBUILD;
-    spmd_status st = spmd_spawn_timeout(2, body, NULL, 120000, report, sizeof report);
+    spmd_status st = test_spawn(2, body, NULL, 120000, report, sizeof report);
     CHECK_MSG(st == SPMD_OK, "SPMD_SHM=0: %s", report);
     TEST_MAIN_END();
 }

@@ -148,7 +148,9 @@ static void parsing(void) {
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     CHECK(spmd__env_read(&e, err, sizeof err) == SPMD_OK && e.master_addr[0] == 0);
     spmd_group *g = NULL;
+    setenv("SPMD_BACKEND", "spmd", 1); /* spmd's own rendezvous (auto would choose MPI under mpirun) */
     CHECK(spmd_group_init(NULL, &g, err, sizeof err) == SPMD_ERR_INVALID && strstr(err, "MASTER_ADDR"));
+    unsetenv("SPMD_BACKEND");
     clear_env();
 }
 

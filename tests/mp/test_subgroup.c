@@ -5,6 +5,7 @@
  * gets NULL, bad rank lists are refused identically everywhere, and destroying
  * the subgroups is clean. */
 #include "harness.h"
+#include "mpi_job.h"
 #include "spmd/group.h"
 
 #define RREQ(cond, ...)                                                         \
@@ -77,6 +78,6 @@ static int body(int rank, int world, void *arg) {
 int main(void) {
     char report[512];
     setenv("SPMD_TIMEOUT", "30", 1);
-    CHECK_MSG(spmd_spawn_timeout(5, body, NULL, 120000, report, sizeof report) == SPMD_OK, "%s", report);
+    CHECK_MSG(test_spawn(5, body, NULL, 120000, report, sizeof report) == SPMD_OK, "%s", report);
     TEST_MAIN_END();
 }

@@ -3,6 +3,7 @@
  * running statistics, input gradients, and (summed over ranks) dgamma/dbeta. */
 #include <math.h>
 #include "harness.h"
+#include "mpi_job.h"
 #include "spmd/nn.h"
 #include "spmd/syncbn.h"
 
@@ -87,7 +88,7 @@ static int body(int rank, int world, void *arg) {
 
 int main(void) {
     char report[256];
-    spmd_status st = spmd_spawn_timeout(W, body, NULL, 60000, report, sizeof report);
+    spmd_status st = test_spawn(W, body, NULL, 60000, report, sizeof report);
     CHECK_MSG(st == SPMD_OK, "%s", report);
     TEST_MAIN_END();
 }
