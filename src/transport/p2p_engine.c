@@ -1127,19 +1127,27 @@ static void expect_from(spmd__p2p *p, int which) {
         if (which < 0 || i == which) settle(p, i);
 }
 
-spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
-    if (g->ext) return g->ext->post_send(g, w, err, errlen);
+/* Take the engine's lock to post w, unless the mesh has failed (then the
+ * lock is not held).  Looked at under the lock: a failure recorded after this
+ * sweeps the posted operations under it too, so none is left waiting forever. */
+static spmd_status lock_to_post(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
     pthread_mutex_lock(&p->mu);
-    /* Looked at under the lock: a failure recorded after this sweeps the
-     * posted operations under it too, so none is left waiting forever. */
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
     if (st) {
         pthread_mutex_unlock(&p->mu);
         return spmd__fail(err, errlen, st, "%s", msg);
     }
     if (g->on_post) g->on_post(g->hook_arg, w);
+    return SPMD_OK;
+}
+
+spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
+    if (g->ext) return g->ext->post_send(g, w, err, errlen);
+    spmd__p2p *p = g->p2p;
+    spmd_status st = lock_to_post(g, w, err, errlen);
+    if (st) return st;
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
         pthread_mutex_unlock(&p->mu);
@@ -1176,16 +1184,8 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
 spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     if (g->ext) return g->ext->post_recv(g, w, err, errlen);
     spmd__p2p *p = g->p2p;
-    char msg[SPMD__ERRLEN];
-    pthread_mutex_lock(&p->mu);
-    /* Looked at under the lock: a failure recorded after this sweeps the
-     * posted operations under it too, so none is left waiting forever. */
-    spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
-    if (st) {
-        pthread_mutex_unlock(&p->mu);
-        return spmd__fail(err, errlen, st, "%s", msg);
-    }
-    if (g->on_post) g->on_post(g->hook_arg, w);
+    spmd_status st = lock_to_post(g, w, err, errlen);
+    if (st) return st;
     /* An earlier unexpected message that matches wins (arrival order). */
     unexp *prev = NULL;
     for (unexp *u = p->ux; u; prev = u, u = u->next) {
