@@ -1,5 +1,6 @@
 // work.cpp — WorkSpmd and the completer thread (see work.hpp).
 #include "work.hpp"
+#include <Python.h>
 
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
@@ -168,7 +169,14 @@ void Completer::stop() {
     stop_ = true;
   }
   cv_.notify_one();
-  if (th_.joinable()) th_.join();
+  if (th_.joinable()) {
+    // The completer may be inside a future's Python callback, which takes
+    // the GIL: a caller holding it (a process group destroyed from Python)
+    // lets it go while joining, or both wait for ever.
+    PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    th_.join();
+    if (saved) PyEval_RestoreThread(saved);
+  }
   std::vector<c10::intrusive_ptr<WorkSpmd>> done;
   std::lock_guard<std::mutex> lock(mu_);
   done.swap(done_);
