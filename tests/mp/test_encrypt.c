@@ -202,6 +202,13 @@ static int rank_main(int rank, void *arg) {
     for (int i = 0; i < 4096; i++)
         if (v[i] != (float)(1 + 2 * i)) FAIL("all_reduce: v[%d] = %g", i, (double)v[i]);
     if (spmd_barrier(g)) FAIL("barrier");
+    /* Past the barrier rank 0 has read every byte rank 1 sent; rank 1 may
+     * return from it while its last record is still in the forwarder, so it
+     * waits for rank 0 to say so before arming the forwarder below (else the
+     * flip can land in the barrier's record). */
+    char ack = 1;
+    if (rank == 0 ? spmd_send(g, &ack, 1, SPMD_U8, 1, 7) : spmd_recv(g, &ack, 1, SPMD_U8, 0, 7, NULL))
+        FAIL("ack after the barrier");
 
     int rc = 0;
     if (mode == TAMPER_COLL) {
