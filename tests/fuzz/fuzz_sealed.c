@@ -20,15 +20,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "fuzz/fuzz_prop.h"
 #include "transport/path.h"
-
-#define REQUIRE_PROP(c)                                                         \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "property violated: %s (line %d)\n", #c, __LINE__); \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
 
 static const unsigned char KEY_A[32] = "fuzz-key-a-fuzz-key-a-fuzz-key-a";
 static const unsigned char KEY_B[32] = "fuzz-key-b-fuzz-key-b-fuzz-key-b";
