@@ -57,6 +57,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include "heartbeat.h"
 #include "mesh.h"
 #include "path.h"
@@ -100,6 +101,7 @@ typedef struct {
     int shm;
     int dead, left;
     int spinners;        /* our threads polling this peer's ring themselves */
+    int spun, spun_nap;  /* a spinner stopped since the progress thread's last look / before this nap */
     uint64_t rx;         /* bytes received so far (the heartbeat's evidence of life) */
     frame *sq, *sq_tail;
     atomic_int queued;   /* sq != NULL, for spinners that look without the lock */
@@ -140,7 +142,17 @@ struct spmd__p2p {
     pthread_mutex_t copy_mu;         /* ... one at a time */
     spmd__hb *hb;                    /* heartbeats, NULL when off */
     int64_t next_tick;               /* monotonic ms (progress thread only) */
+    /* A spinner that stops arms its rings for the progress thread.  While
+     * spinners keep coming and going (an RPC agent stops between every
+     * call), the progress thread naps (NAP_MS) instead of sleeping, and
+     * their arms skip the slow fence: its membarrier interrupts every core
+     * (a VM exit each on a guest), 10-20 µs a call.  A message whose
+     * doorbell that loses is found when the nap ends. */
+    int nap;                         /* the progress thread naps (under mu) */
+    int spun;                        /* a spinner stopped since it last looked (under mu) */
 };
+
+#define NAP_MS 1
 
 /* A request is done: hand it back to its owner. */
 static void complete_req(spmd__preq *r, spmd_status st, const char *msg) { r->complete(r, st, msg); }
@@ -843,7 +855,7 @@ static int wanted(const spmd__p2p *p, const peer *pe) {
  * full"; "wake me when there is room" while frames wait to be written.
  * Dekker: when the ring turns out to need work after all, do it here and
  * look again.  Returns 1 when work keeps coming (do not sleep). */
-static int settle(spmd__p2p *p, int i) {
+static int settle_rounds(spmd__p2p *p, int i) {
     peer *pe = &p->peers[i];
     for (int round = 0; round < 8; round++) {
         if (!pe->shm || pe->dead || pe->fd < 0) return 0;
@@ -865,6 +877,16 @@ static int settle(spmd__p2p *p, int i) {
     return 1;
 }
 
+/* weak: our progress thread naps (see spmd__p2p.nap) */
+static int settle(spmd__p2p *p, int i, int weak) {
+    peer *pe = &p->peers[i];
+    if (!pe->shm) return 0;
+    pe->path->nap = weak;
+    int busy = settle_rounds(p, i);
+    pe->path->nap = 0;
+    return busy;
+}
+
 void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
@@ -884,7 +906,7 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || (which >= 0 && i != which)) continue;
-        if (--pe->spinners == 0 && settle(p, i)) {
+        if (--pe->spinners == 0 && (p->spun = pe->spun = 1, settle(p, i, p->nap))) {
             /* still busy: let the progress thread take over */
             uint64_t one = 1;
             ssize_t r = write(p->evfd, &one, sizeof one);
@@ -900,11 +922,12 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
  * ring after each wake-up.  A doorbell or the close of the pair's connection
  * is what wakes us; a closed connection after the rings are drained is a
  * departure (after BYE) or a death. */
-static void service_shm(spmd__p2p *p, const char *closed) {
+static void service_shm(spmd__p2p *p, const char *closed, int nap_over) {
     spmd__mesh *g = p->m;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || pe->dead) continue;
+        if (nap_over && pe->spun_nap) continue; /* its spinners come back to it (progress_main) */
         if (pe->sq && flush_peer(p, i) < 0) { peer_died(p, i, strerror(errno)); continue; }
         read_peer(p, i);
         if (closed[i] && !pe->dead) peer_died(p, i, "connection closed");
@@ -957,6 +980,7 @@ static void tick(spmd__p2p *p) {
 }
 
 static void *progress_main(void *arg) {
+    prctl(PR_SET_NAME, "spmd-progress"); /* for top -H, perf and gdb */
     spmd__p2p *p = arg;
     spmd__mesh *g = p->m;
     struct epoll_event evs[64];
@@ -967,10 +991,23 @@ static void *progress_main(void *arg) {
         if (p->nshm) {
             /* every ring's flags as our state wants them before sleeping */
             pthread_mutex_lock(&p->mu);
-            for (int i = 0; i < g->world; i++) busy |= settle(p, i);
+            /* A ring some thread stopped spinning on during the last nap is
+             * left to its spinners for one more nap: they are usually back
+             * within microseconds (an RPC agent between calls), and taking
+             * a frame from under them hands it to a thread that must be
+             * woken.  It is armed (and read) once a nap passes without
+             * them; a doorbell meanwhile is served at once. */
+            for (int i = 0; i < g->world; i++) {
+                peer *pe = &p->peers[i];
+                pe->spun_nap = p->nap && pe->spun;
+                pe->spun = 0;
+                if (!pe->spun_nap) busy |= settle(p, i, 0);
+            }
+            p->nap = p->spun;
+            p->spun = 0;
             unlock_engine(p);
         }
-        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : 1000));
+        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : p->nap ? NAP_MS : 1000));
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
@@ -993,7 +1030,7 @@ static void *progress_main(void *arg) {
             }
             if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) read_peer(p, (int)i);
         }
-        if (p->nshm) service_shm(p, closed);
+        if (p->nshm) service_shm(p, closed, n == 0);
         unlock_engine(p);
         tick(p);
     }
@@ -1124,7 +1161,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
  * woken by that peer's next message. */
 static void expect_from(spmd__p2p *p, int which) {
     for (int i = 0; i < p->m->world; i++)
-        if (which < 0 || i == which) settle(p, i);
+        if (which < 0 || i == which) settle(p, i, p->nap);
 }
 
 /* Take the engine's lock to post w, unless the mesh has failed (then the

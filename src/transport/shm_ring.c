@@ -236,7 +236,7 @@ static int shm_arm(spmd__path *pp, int reading, int writing) {
     if (writing && p->size - (p->out_pos - atomic_load_explicit(&p->out->head, memory_order_acquire)) >= need) return 1;
     if (writing) atomic_store_explicit(&p->out->p_sleep, 1, memory_order_relaxed);
     if (reading) atomic_store_explicit(&p->in->c_sleep, 1, memory_order_relaxed);
-    spmd__shm_fence_slow(p->asym);
+    spmd__shm_fence_slow(p->asym && !pp->nap);
     if (reading && has_bytes(p)) return 1;
     if (writing && p->size - (p->out_pos - atomic_load_explicit(&p->out->head, memory_order_acquire)) >= need) return 1;
     return 0;
@@ -258,7 +258,7 @@ static int shm_idle(spmd__path *pp) {
      * raise it, then look once whether the ring is past half already. */
     if (atomic_load_explicit(&r->c_idle, memory_order_relaxed)) return 0;
     atomic_store_explicit(&r->c_idle, 1, memory_order_relaxed);
-    spmd__shm_fence_slow(p->asym);
+    spmd__shm_fence_slow(p->asym && !pp->nap);
     return atomic_load_explicit(&r->tail, memory_order_acquire) - p->in_pos > p->size / 2;
 }
 
