@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include "group_internal.h"
 
 struct spmd__exec {
@@ -82,6 +83,7 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
 }
 
 static void *exec_main(void *arg) {
+    prctl(PR_SET_NAME, "spmd-exec"); /* for top -H, perf and gdb */
     spmd_group *g = arg;
     spmd__exec *e = g->exec;
     pthread_mutex_lock(&e->mu);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include "rpc_internal.h"
 
 spmd_rpc_future *spmd__rpc_future_new(spmd_rpc *r, int dst, int timeout_ms) {
@@ -141,6 +142,7 @@ static void expire(spmd_rpc *r, spmd_rpc_future *f) {
 
 /* Fail calls whose deadline passed, every 20 ms. */
 void *spmd__rpc_watchdog(void *arg) {
+    prctl(PR_SET_NAME, "rpc-watchdog"); /* for top -H, perf and gdb */
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->fmu);
     while (!r->wstop) {

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include "rpc_internal.h"
 
 spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id, const char *name) {
@@ -192,6 +193,7 @@ static int call_for_me(void *arg) {
  * a call it receives runs on it with no hand-off; a burst of calls is
  * handed to the others. */
 static void *pool_main(void *arg) {
+    prctl(PR_SET_NAME, "rpc-pool"); /* for top -H, perf and gdb */
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->qmu);
     for (;;) {

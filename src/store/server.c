@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include "auth/ratelimit.h"
 #include "store/handshake.h"
 #include "store/limits.h"
@@ -1031,6 +1032,7 @@ spmd_status spmd_store_server_run(spmd_store_server *s) {
 }
 
 static void *server_main(void *arg) {
+    prctl(PR_SET_NAME, "spmd-store"); /* for top -H, perf and gdb */
     spmd_store_server_run(arg);
     return NULL;
 }
