@@ -57,7 +57,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <sys/prctl.h>
 #include "heartbeat.h"
 #include "mesh.h"
 #include "path.h"
@@ -150,6 +149,7 @@ struct spmd__p2p {
      * doorbell that loses is found when the nap ends. */
     int nap;                         /* the progress thread naps (under mu) */
     int spun;                        /* a spinner stopped since it last looked (under mu) */
+    int nap_asked;                   /* woken to start napping, not there yet (under mu) */
 };
 
 #define NAP_MS 1
@@ -906,8 +906,13 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || (which >= 0 && i != which)) continue;
-        if (--pe->spinners == 0 && (p->spun = pe->spun = 1, settle(p, i, p->nap))) {
-            /* still busy: let the progress thread take over */
+        if (--pe->spinners) continue;
+        p->spun = pe->spun = 1;
+        /* still busy: let the progress thread take over; or it sleeps long:
+         * have it nap, so the next hand-backs are cheap (once) */
+        int wake = settle(p, i, p->nap) || (!p->nap && !p->nap_asked);
+        if (wake) {
+            p->nap_asked = 1;
             uint64_t one = 1;
             ssize_t r = write(p->evfd, &one, sizeof one);
             (void)r;
@@ -980,7 +985,6 @@ static void tick(spmd__p2p *p) {
 }
 
 static void *progress_main(void *arg) {
-    prctl(PR_SET_NAME, "spmd-progress"); /* for top -H, perf and gdb */
     spmd__p2p *p = arg;
     spmd__mesh *g = p->m;
     struct epoll_event evs[64];
@@ -1004,7 +1008,7 @@ static void *progress_main(void *arg) {
                 if (!pe->spun_nap) busy |= settle(p, i, 0);
             }
             p->nap = p->spun;
-            p->spun = 0;
+            p->spun = p->nap_asked = 0;
             unlock_engine(p);
         }
         int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : p->nap ? NAP_MS : 1000));
@@ -1076,6 +1080,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         p->hb = spmd__hb_start(g, &ops);
         p->next_tick = spmd__now_ms();
         int rc = pthread_create(&p->thread, NULL, progress_main, p);
+        if (!rc) pthread_setname_np(p->thread, "spmd-progress"); /* top -H, perf, gdb */
         if (rc) {
             spmd__hb_free(p->hb);
             g->p2p = NULL;
