@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/prctl.h>
 #include "group_internal.h"
 
 struct spmd__exec {
@@ -83,7 +82,6 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
 }
 
 static void *exec_main(void *arg) {
-    prctl(PR_SET_NAME, "spmd-exec"); /* for top -H, perf and gdb */
     spmd_group *g = arg;
     spmd__exec *e = g->exec;
     pthread_mutex_lock(&e->mu);
@@ -237,6 +235,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
     memset(a, 0, sizeof *a);
     if (!e->thread_started && !g->t.caller_thread_only) {
         int rc = pthread_create(&e->thread, NULL, exec_main, g);
+        if (!rc) pthread_setname_np(e->thread, "spmd-exec"); /* top -H, perf, gdb */
         if (rc) {
             pthread_mutex_unlock(&e->mu);
             spmd__work_complete(w, SPMD_ERR_SYSTEM, "cannot start the executor thread");

@@ -1,4 +1,5 @@
 /* agent.c — the RPC agent: init, the dispatcher thread, calls. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,8 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     atomic_fetch_add(&live_agents, 1);   /* from here on the agent goes by spmd__rpc_unref */
     if (pthread_create(&r->watchdog, NULL, spmd__rpc_watchdog, r) == 0) r->have_watchdog = 1;
     if (world > 1 && pthread_create(&r->dispatcher, NULL, spmd__rpc_dispatcher_main, r) == 0) r->have_dispatcher = 1;
+    if (r->have_watchdog) pthread_setname_np(r->watchdog, "rpc-watchdog"); /* top -H, perf, gdb */
+    if (r->have_dispatcher) pthread_setname_np(r->dispatcher, "rpc-dispatch");
     if (r->have_dispatcher) atomic_store(&r->rx_live, 1);
     if (!r->have_watchdog || (world > 1 && !r->have_dispatcher)) {
         st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "rpc init: starting threads failed");
@@ -340,9 +343,14 @@ spmd_status spmd_rpc_async(spmd_rpc *r, int dst, const char *fn, const spmd_rpc_
 spmd_status spmd_rpc_sync(spmd_rpc *r, int dst, const char *fn, const spmd_rpc_msg *args,
                           int timeout_ms, spmd_rpc_msg **result) {
     spmd_rpc_future *f = NULL;
+    if (r && dst != r->rank) spmd__rpc_hold(r); /* the reply may come before we poll for it */
     spmd_status st = spmd_rpc_async(r, dst, fn, args, timeout_ms, &f);
-    if (st != SPMD_OK) return st;
+    if (st != SPMD_OK) {
+        spmd__rpc_unhold();
+        return st;
+    }
     st = spmd_rpc_future_wait(f, -1);
+    spmd__rpc_unhold();
     if (st == SPMD_OK && result) st = spmd_rpc_future_take(f, result);
     if (st != SPMD_OK) spmd__rpc_error(r, st, "%s", f->err);
     spmd_rpc_future_free(f);

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
-#include <sys/prctl.h>
 #include "rpc_internal.h"
 
 spmd_rpc_future *spmd__rpc_future_new(spmd_rpc *r, int dst, int timeout_ms) {
@@ -142,7 +141,6 @@ static void expire(spmd_rpc *r, spmd_rpc_future *f) {
 
 /* Fail calls whose deadline passed, every 20 ms. */
 void *spmd__rpc_watchdog(void *arg) {
-    prctl(PR_SET_NAME, "rpc-watchdog"); /* for top -H, perf and gdb */
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->fmu);
     while (!r->wstop) {
@@ -194,6 +192,7 @@ spmd_status spmd_rpc_future_wait(spmd_rpc_future *f, int timeout_ms) {
         }
         spmd__rpc_leave(r);
     }
+    spmd__rpc_unhold(); /* spmd_rpc_sync's, if nothing took it over: we may sleep now */
     pthread_mutex_lock(&r->fmu);
     while (!f->settled) {
         if (f->deadline && spmd__now_ms() >= f->deadline && !f->done) {

@@ -45,18 +45,57 @@ uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes) {
     return base + (extra < 4000000 ? extra : 4000000);
 }
 
+static _Thread_local spmd_rpc *tl_held;
+
+void spmd__rpc_hold(spmd_rpc *r) {
+    if (tl_held || r->world < 2) return;
+    spmd__p2p_spin_begin(&r->g->t, -1);
+    tl_held = r;
+}
+
+void spmd__rpc_unhold(void) {
+    spmd_rpc *r = tl_held;
+    if (!r) return;
+    tl_held = NULL;
+    spmd__p2p_spin_end(&r->g->t, -1);
+}
+
+/* Two threads that poll each other from one core, yielding by turns, stay
+ * there: neither ever sleeps, so the scheduler never places either anew
+ * (a running thread is cache-hot to its balancer), even with the other core
+ * idle — each call then costs two switches, 3 µs each, for as long as it
+ * lasts (tens of milliseconds).  A thread that keeps finding its peer on its
+ * core sleeps a moment: waking up, it goes to an idle core if there is one. */
+static _Thread_local unsigned tl_shared;
+
+static int shares_core(spmd__mesh *m, int peer) {
+    if (!spmd__shm_shares_cpu(m->shm, peer)) {
+        tl_shared = 0;
+        return 0;
+    }
+    /* both threads count: a threshold of their own keeps them from
+     * sleeping at once (then both would wake where they were) */
+    if (++tl_shared >= 48 + ((uintptr_t)&tl_shared >> 6 & 31)) {
+        struct timespec ts = {0, 1000};
+        nanosleep(&ts, NULL);
+        tl_shared = 0;
+    }
+    return 1;
+}
+
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher) {
     spmd__mesh *m = &r->g->t;
     if (stop(ctx)) return 1;
     if (!budget_ns) return 0;
     const int yield_always = m->oversubscribed || !m->shm;
-    int hit = 0, yield = yield_always || spmd__shm_shares_cpu(m->shm, peer);
+    int hit = 0, yield = yield_always || shares_core(m, peer);
     /* The budget counts time on the core: a gap between two looks means we
      * were preempted (on a loaded machine a wall-clock budget runs out while
      * we are off the core, and the next message then costs two wake-ups). */
     uint64_t last = spmd__now_ns(), end = last + budget_ns, last_frame = last;
     spmd__p2p_spin_begin(m, peer);
+    spmd__rpc_unhold(); /* counted by this spin now */
     for (unsigned i = 1;; i++) {
         if (stop(ctx)) {
             hit = 1;
@@ -87,7 +126,7 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
             if (now - last > 50000) end += now - last;
             last = now;
             if (now >= end) break;
-            if ((i & 255) == 0) yield = yield_always || spmd__shm_shares_cpu(m->shm, peer);
+            if ((i & 255) == 0) yield = yield_always || shares_core(m, peer);
         }
     }
     spmd__p2p_spin_end(m, peer);

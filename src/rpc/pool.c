@@ -1,10 +1,16 @@
 /* pool.c — the handler threads: run incoming calls and send their replies. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include "rpc_internal.h"
+
+/* The agent whose receive role this pool thread holds, if any. */
+static _Thread_local spmd_rpc *tl_receiving;
+/* This pool thread runs a call it received itself and goes back to
+ * receiving after it: it holds its place as poller from its answer on. */
+static _Thread_local spmd_rpc *tl_hold_on_reply;
 
 spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id, const char *name) {
     spmd_rpc_call *c = calloc(1, sizeof *c);
@@ -49,6 +55,7 @@ void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
         spmd__rpc_future_complete(c->local, st, result, st == SPMD_OK ? NULL : err);
         spmd_rpc_future_free(c->local);
     } else {
+        if (tl_hold_on_reply == r) spmd__rpc_hold(r); /* the caller's next request comes right after this */
         rpc_frame f;
         spmd__rpc_frame_init(&f, RPC_K_RESP, c->id, NULL);
         f.h.status = st;
@@ -69,8 +76,6 @@ void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
     call_unref(c);
 }
 
-/* The agent whose receive role this pool thread holds, if any. */
-static _Thread_local spmd_rpc *tl_receiving;
 
 void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
     pthread_mutex_lock(&r->qmu);
@@ -193,8 +198,8 @@ static int call_for_me(void *arg) {
  * a call it receives runs on it with no hand-off; a burst of calls is
  * handed to the others. */
 static void *pool_main(void *arg) {
-    prctl(PR_SET_NAME, "rpc-pool"); /* for top -H, perf and gdb */
     spmd_rpc *r = arg;
+    int own = 0;   /* the call at the head of the queue is one this thread received */
     pthread_mutex_lock(&r->qmu);
     for (;;) {
         if (r->qhead) {
@@ -203,8 +208,12 @@ static void *pool_main(void *arg) {
             if (!r->qhead) r->qtail = NULL;
             atomic_fetch_sub(&r->q_len, 1);
             pthread_mutex_unlock(&r->qmu);
+            spmd__rpc_unhold();   /* a handler may run long: nobody polls for us meanwhile */
             spmd__rpc_batch_begin(r);   /* answers wait while more calls are queued */
+            tl_hold_on_reply = own && !atomic_load(&r->q_len) ? r : NULL;
+            own = 0;
             spmd__rpc_execute(c);
+            tl_hold_on_reply = NULL;
             spmd__rpc_batch_end(r);
             if (!atomic_load(&r->q_len)) spmd__rpc_flush(r);
             pthread_mutex_lock(&r->qmu);
@@ -218,9 +227,11 @@ static void *pool_main(void *arg) {
         pthread_mutex_unlock(&r->qmu);
         tl_receiving = r;
         int received = spmd__rpc_pool_receive(r, call_for_me, r);
+        spmd__rpc_unhold();   /* when it could not take the role */
         tl_receiving = NULL;
         atomic_store(&r->q_mine, 0);
         pthread_mutex_lock(&r->qmu);
+        own = received == 1;
         if (received == 1 || r->qhead || r->qstop) continue;
         if (!received) {
             /* Another thread receives (a burst): the next call is likely
@@ -245,6 +256,7 @@ static void *pool_main(void *arg) {
         if (r->q_woken) r->q_woken--;
     }
     pthread_mutex_unlock(&r->qmu);
+    spmd__rpc_unhold();
     return NULL;
 }
 
@@ -256,6 +268,7 @@ spmd_status spmd__rpc_pool_start(spmd_rpc *r, int n) {
             spmd__rpc_pool_stop(r);
             return SPMD_ERR_SYSTEM;
         }
+        pthread_setname_np(r->pool[i], "rpc-pool"); /* top -H, perf, gdb */
         r->nthreads = i + 1;
     }
     return SPMD_OK;

@@ -243,6 +243,14 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
  * rx: frames that arrive meanwhile are processed (the caller holds the
  * receive role); dispatcher: keep going while frames come, and leave the
  * role to an idle pool thread or (once the traffic pauses) to a waiter. */
+/* Keep this thread counted as polling the transport across a short gap
+ * before it polls again (a caller between its request and its wait, a pool
+ * thread between its answer and its next receive), so a frame arriving in
+ * the gap rings no doorbell and wakes no thread.  The next spmd__rpc_spin
+ * takes the hold over; anything that may sleep or run a handler first must
+ * drop it (spmd__rpc_unhold). */
+void spmd__rpc_hold(spmd_rpc *r);
+void spmd__rpc_unhold(void);
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher);
 uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes);

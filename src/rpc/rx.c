@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/prctl.h>
 #include "rpc_internal.h"
 #include "group/group_internal.h"
 
@@ -142,7 +141,6 @@ static int never(void *ctx) {
 }
 
 void *spmd__rpc_dispatcher_main(void *arg) {
-    prctl(PR_SET_NAME, "rpc-dispatch"); /* for top -H, perf and gdb */
     spmd_rpc *r = arg;
     pthread_mutex_lock(&r->rxmu);
     while (!atomic_load(&r->rx_stop)) {

@@ -25,7 +25,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <sys/prctl.h>
 #include "auth/ratelimit.h"
 #include "store/handshake.h"
 #include "store/limits.h"
@@ -1032,7 +1031,6 @@ spmd_status spmd_store_server_run(spmd_store_server *s) {
 }
 
 static void *server_main(void *arg) {
-    prctl(PR_SET_NAME, "spmd-store"); /* for top -H, perf and gdb */
     spmd_store_server_run(arg);
     return NULL;
 }
@@ -1120,6 +1118,7 @@ spmd_status spmd_store_server_start(const char *host, int port, spmd_store_serve
     spmd_status st = spmd_store_server_open(host, port, &s, err, errlen);
     if (st) return st;
     int rc = pthread_create(&s->thread, NULL, server_main, s);
+    if (!rc) pthread_setname_np(s->thread, "spmd-store"); /* top -H, perf, gdb */
     if (rc) {
         reg_remove(s);
         destroy(s);
