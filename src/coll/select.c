@@ -84,11 +84,20 @@ static const algo_row TABLE[] = {
     /* several hosts: reduce within each through shared memory, one ring per
      * host index across them, gather within each */
     {SPMD__C_ALL_REDUCE,     "hier",      spmd__allreduce_hier,        0,         ANY_SIZE,       4, ANY_WORLD HIER},
-    /* a group over MPI, w = 2 (bench/mpi_sweep.sh, Open MPI 4.1 shared memory):
-     * rd stays fastest to 1 MiB, rhd from 4 MiB (16 MiB: rhd 1.94 ms, rd 2.16,
-     * ring 2.78, MPI's own 3.47); MPI's own all_reduce never wins */
-    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         2 * MiB,        2, 2 ON_MPI},
-    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         2 * MiB,   ANY_SIZE,       2, 2 ON_MPI},
+    /* a group over MPI, w = 2, rows good over both of Open MPI 4.1's paths
+     * (bench/mpi_overhead -a rd,rhd,ring; docs/PERFORMANCE.md): rd, one
+     * exchange of the whole buffer, is fastest over shared memory to 512 KiB
+     * and over TCP everywhere but at 64 KiB, where the whole buffer just
+     * misses TCP's eager limit and rhd's halves do not (29 us against rd's
+     * 37 and MPI_Allreduce's 29); rhd is 1.4x faster than rd over shared
+     * memory from 1 MiB, but from 2 MiB 1.2-1.4x slower over TCP, which is
+     * how hosts talk (shared memory: rd still beats MPI_Allreduce, 0.9x).
+     * MPI's own all_reduce never wins. */
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         64 * KiB,       2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         64 * KiB,  128 * KiB,      2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          128 * KiB, 1 * MiB,        2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         1 * MiB,   2 * MiB,        2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          2 * MiB,   ANY_SIZE,       2, 2 ON_MPI},
     /* w = 2: one exchange of the whole buffer (rd) beats two half exchanges
      * up to 512 KiB; beyond that the ring's halved reduction and in-cache
      * pieces win.  w >= 3: rd to 128 KiB, rhd to 1 MiB, then the ring. */
