@@ -49,6 +49,15 @@ void spmd_rpc_msg_free(spmd_rpc_msg *m) {
     free(m);
 }
 
+void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m) {
+    if (!m || !m->agent) return;
+    for (int i = 0; i < m->nrrefs; i++)
+        if (!m->rr[i].taken) {
+            m->rr[i].taken = 1;
+            spmd__rpc_release_desc(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
+        }
+}
+
 size_t spmd_rpc_tensor_numel(const spmd_rpc_tensor *t) {
     size_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];

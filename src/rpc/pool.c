@@ -36,6 +36,10 @@ static void call_unref(spmd_rpc_call *c) {
  * future) and free it. */
 void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
     spmd_rpc *r = c->r;
+    /* RRefs the handler left in its arguments are released before the
+     * answer (the tensors stay: a result may refer to them until it is
+     * sent), so a caller that then calls their owner finds them gone. */
+    spmd__rpc_msg_release_rrefs(c->args);
     if (st != SPMD_OK && !c->err[0]) snprintf(c->err, sizeof c->err, "%s", spmd_status_str(st));
     char err[SPMD__ERRLEN];
     if (st != SPMD_OK) {

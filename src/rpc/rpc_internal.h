@@ -249,6 +249,10 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
  * the gap rings no doorbell and wakes no thread.  The next spmd__rpc_spin
  * takes the hold over; anything that may sleep or run a handler first must
  * drop it (spmd__rpc_unhold). */
+/* Release the RRefs a message holds that nobody took (what freeing it does,
+ * without freeing its tensors): a call's arguments at its answer, so the
+ * releases go ahead of it (docs/RPC.md). */
+void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m);
 void spmd__rpc_hold(spmd_rpc *r);
 void spmd__rpc_unhold(void);
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
