@@ -69,8 +69,12 @@
 enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_RGET, F_FIN, F_PING, F_MAX };
 #define RGET_LEN 24u /* RGET's payload: address, seal address, seal */
 /* Smallest send read by cross-memory attach where the pair allows it
- * (SPMD_P2P_CMA_MIN_BYTES); smaller ones go through the ring. */
+ * (SPMD_P2P_CMA_MIN_BYTES sets both); smaller ones go through the ring or
+ * the connection.  A ring pair starts higher: at 32 KiB the ring's two
+ * pipelined copies (5.8 µs) beat a read's page pinning and FIN (7.5 µs),
+ * at 64 KiB the read wins (13 µs against 18). */
 #define CMA_MIN_DEFAULT (32u * 1024u)
+#define CMA_MIN_RING_DEFAULT (64u * 1024u)
 
 typedef struct frame {
     unsigned char hdr[HDR];
@@ -136,23 +140,30 @@ struct spmd__p2p {
     unexp *ux, *ux_tail;             /* unexpected messages, in arrival order */
     uint64_t next_id;
     int nshm;                        /* peers reached by shared memory */
-    size_t cma_min;                  /* sends from this size go by RGET where the pair allows */
+    size_t cma_min, cma_min_ring;    /* sends from this size go by RGET where the pair allows (TCP, ring pair) */
     spmd__preq *copies;              /* receives matched to an RGET, to be read outside the lock */
     pthread_mutex_t copy_mu;         /* ... one at a time */
     spmd__hb *hb;                    /* heartbeats, NULL when off */
     int64_t next_tick;               /* monotonic ms (progress thread only) */
     /* A spinner that stops arms its rings for the progress thread.  While
      * spinners keep coming and going (an RPC agent stops between every
-     * call), the progress thread naps (NAP_MS) instead of sleeping, and
+     * call), the progress thread naps (NAP_MIN_MS..) instead of sleeping, and
      * their arms skip the slow fence: its membarrier interrupts every core
      * (a VM exit each on a guest), 10-20 µs a call.  A message whose
      * doorbell that loses is found when the nap ends. */
     int nap;                         /* the progress thread naps (under mu) */
     int spun;                        /* a spinner stopped since it last looked (under mu) */
     int nap_asked;                   /* woken to start napping, not there yet (under mu) */
+    int nap_ms;                      /* this nap's length (progress thread only) */
 };
 
-#define NAP_MS 1
+/* A nap starts at NAP_MIN_MS and doubles, up to NAP_MAX_MS, each time it
+ * ends with nothing found that a doorbell should have announced: every
+ * wake-up costs the rank's core a timer interrupt and two switches (~4% of a
+ * large ping-pong at 1 ms), and a lost doorbell needs the weak fence to lose
+ * a race of a few hundred nanoseconds. */
+#define NAP_MIN_MS 1
+#define NAP_MAX_MS 8
 
 /* A request is done: hand it back to its owner. */
 static void complete_req(spmd__preq *r, spmd_status st, const char *msg) { r->complete(r, st, msg); }
@@ -927,6 +938,12 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
  * ring after each wake-up.  A doorbell or the close of the pair's connection
  * is what wakes us; a closed connection after the rings are drained is a
  * departure (after BYE) or a death. */
+static uint64_t rx_total(const spmd__p2p *p) {
+    uint64_t sum = 0;
+    for (int i = 0; i < p->m->world; i++) sum += p->peers[i].rx;
+    return sum;
+}
+
 static void service_shm(spmd__p2p *p, const char *closed, int nap_over) {
     spmd__mesh *g = p->m;
     for (int i = 0; i < g->world; i++) {
@@ -1007,11 +1024,12 @@ static void *progress_main(void *arg) {
                 pe->spun = 0;
                 if (!pe->spun_nap) busy |= settle(p, i, 0);
             }
+            if (!p->nap && p->spun) p->nap_ms = NAP_MIN_MS;
             p->nap = p->spun;
             p->spun = p->nap_asked = 0;
             unlock_engine(p);
         }
-        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : p->nap ? NAP_MS : 1000));
+        int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : p->nap ? p->nap_ms : 1000));
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
@@ -1034,7 +1052,14 @@ static void *progress_main(void *arg) {
             }
             if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) read_peer(p, (int)i);
         }
-        if (p->nshm) service_shm(p, closed, n == 0);
+        if (p->nshm) {
+            uint64_t seen = n == 0 && p->nap ? rx_total(p) : 0;
+            service_shm(p, closed, n == 0);
+            if (n == 0 && p->nap) {
+                int found = rx_total(p) != seen;
+                p->nap_ms = found ? NAP_MIN_MS : p->nap_ms * 2 > NAP_MAX_MS ? NAP_MAX_MS : p->nap_ms * 2;
+            }
+        }
         unlock_engine(p);
         tick(p);
     }
@@ -1046,9 +1071,11 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     spmd__p2p *p = calloc(1, sizeof *p);
     if (!p) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     p->m = g;
-    long cma_min = CMA_MIN_DEFAULT;
-    if (spmd__env_int("SPMD_P2P_CMA_MIN_BYTES", 1, 1L << 40, &cma_min) != SPMD_OK) cma_min = CMA_MIN_DEFAULT;
-    p->cma_min = (size_t)cma_min;
+    long cma_min = -1;
+    if (spmd__env_int("SPMD_P2P_CMA_MIN_BYTES", 1, 1L << 40, &cma_min) != SPMD_OK) cma_min = -1;
+    p->cma_min = cma_min > 0 ? (size_t)cma_min : CMA_MIN_DEFAULT;
+    p->cma_min_ring = cma_min > 0 ? (size_t)cma_min : CMA_MIN_RING_DEFAULT;
+    p->nap_ms = NAP_MIN_MS;
     p->peers = calloc((size_t)g->world, sizeof *p->peers);
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1195,7 +1222,7 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         pthread_mutex_unlock(&p->mu);
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
     }
-    if (w->len >= p->cma_min && w->len && g->cma && g->cma[w->peer].ok) {
+    if (w->len >= (pe->shm ? p->cma_min_ring : p->cma_min) && w->len && g->cma && g->cma[w->peer].ok) {
         /* the receiver reads it from our memory: the address, the seal's, the seal */
         w->id = ++p->next_id;
         w->seal = (g->cma_token ^ (w->id * 0x9e3779b97f4a7c15ull)) | 1;
