@@ -72,6 +72,8 @@ struct spmd_work {
     spmd__work_kind kind;
     spmd_group *g;
     atomic_int state;         /* work.c: done, owner sleeping, completer gone */
+    int blocking;             /* a blocking call's: only `owner` waits for it */
+    pthread_t owner;
     spmd_status status;
     pthread_mutex_t mu;
     pthread_cond_t cv;

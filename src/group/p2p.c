@@ -29,6 +29,10 @@ static spmd_status post(spmd_group *g, spmd__work_kind kind, const void *buf, si
     else
         st = SPMD_OK;
     spmd__work_init(w, g, kind);
+    if (waiting) {
+        w->blocking = 1;
+        w->owner = pthread_self();
+    }
     if (!st) {
         w->req.buf = (void *)buf;
         w->req.len = count * es;

@@ -60,6 +60,12 @@ void spmd__work_complete(spmd_work *w, spmd_status st, const char *msg) {
     w->status = st;
     if (st && msg) snprintf(w->errmsg, sizeof w->errmsg, "%s", msg);
     int s = atomic_load_explicit(&w->state, memory_order_relaxed);
+    if (w->blocking && pthread_equal(w->owner, pthread_self())) {
+        /* the owner completes its own call, so it does not sleep: no locked
+         * instruction (it would wait for the ring's stores to drain) */
+        atomic_store_explicit(&w->state, s | W_DONE | W_FREE, memory_order_release);
+        return;
+    }
     /* no sleeper: DONE and FREE at once, and the handle is the owner's again */
     while (!atomic_compare_exchange_weak_explicit(&w->state, &s, s | W_DONE | (s & W_SLEEPING ? 0 : W_FREE),
                                                   memory_order_acq_rel, memory_order_relaxed)) {
@@ -80,6 +86,8 @@ spmd_status spmd_work_test(spmd_work *w) {
     }
     return w->status; /* final once DONE is seen (acquire) */
 }
+
+static int work_done(void *w) { return is_done(w); }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -105,16 +113,18 @@ static void spin_p2p(spmd_work *w) {
      * a guest): 4 MiB ping-pong went 530 -> 430 µs. */
     if (m->shm && !m->oversubscribed) spin_ns += (uint64_t)(w->req.len < (64u << 20) ? w->req.len : 64u << 20) / 4;
     uint64_t spin_until = spmd__now_ns() + spin_ns;
-    spmd__p2p_spin_begin(m, peer);
+    if (!w->req.spin_begun) spmd__p2p_spin_begin(m, peer);
+    w->req.spin_begun = 0;
+    int ended = 0; /* the poll that completed w ended the spin too */
     for (unsigned i = 0; !is_done(w); i++) {
-        if (spmd__p2p_ready(m, peer)) spmd__p2p_poll(m, peer);
-        else cpu_relax();
+        if (!spmd__p2p_ready(m, peer)) cpu_relax();
+        else if ((ended = spmd__p2p_poll_spin(m, peer, work_done, w))) break;
         if ((i & 63) == 63) {
             if (spmd__now_ns() >= spin_until) break;
             if (yield || spmd__shm_shares_cpu(m->shm, peer)) sched_yield();
         }
     }
-    spmd__p2p_spin_end(m, peer);
+    if (!ended) spmd__p2p_spin_end(m, peer);
 }
 
 /* Sleep until w is done or the deadline passes (SPMD_ERR_TIMEOUT). */
@@ -147,10 +157,10 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
         if (!is_done(w)) spmd__exec_help(w);
         uint64_t spin_until = spmd__now_ns() + 20000;
         while (!is_done(w) && spmd__now_ns() < spin_until) sched_yield();
-    } else if (!is_done(w)) {
+    } else if (!is_done(w) || w->req.spin_begun) {
         spmd__mesh *m = &w->g->t;
         if (!m->ext) {
-            spin_p2p(w);
+            spin_p2p(w); /* ends a spin its post began, even when already done */
         } else if (m->ext->wait(m, &w->req, &w->state, W_DONE, spmd__deadline(timeout_ms)) == SPMD_ERR_TIMEOUT) {
             /* no progress thread (MPI): the waiter drives the transport, and
              * nobody completes w while it sleeps */

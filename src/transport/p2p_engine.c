@@ -824,11 +824,8 @@ static void unlock_engine(spmd__p2p *p) {
 /* A thread waiting for a p2p operation drives the paths itself instead of
  * waiting for the progress thread to wake up: that wake-up is most of a small
  * message's latency.  Never blocks. */
-void spmd__p2p_poll(spmd__mesh *g, int which) {
-    if (g && g->ext) { g->ext->poll(g, which); return; }
-    spmd__p2p *p = g ? g->p2p : NULL;
-    if (!p || g->world == 1) return;
-    if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
+static void poll_locked(spmd__p2p *p, int which) {
+    spmd__mesh *g = p->m;
     for (int i = 0; i < g->world; i++) {
         if (i == g->rank || (which >= 0 && i != which)) continue;
         peer *pe = &p->peers[i];
@@ -836,7 +833,28 @@ void spmd__p2p_poll(spmd__mesh *g, int which) {
         if (pe->sq && flush_peer(p, i) < 0) { peer_died(p, i, strerror(errno)); continue; }
         read_peer(p, i);
     }
+}
+
+void spmd__p2p_poll(spmd__mesh *g, int which) {
+    if (g && g->ext) { g->ext->poll(g, which); return; }
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || g->world == 1) return;
+    if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
+    poll_locked(p, which);
     unlock_engine(p);
+}
+
+static void spin_end_locked(spmd__p2p *p, int which);
+
+int spmd__p2p_poll_spin(spmd__mesh *g, int which, int (*done)(void *), void *arg) {
+    spmd__p2p *p = g->p2p;
+    if (!p || g->world == 1) return 0;
+    if (pthread_mutex_trylock(&p->mu)) return 0;
+    poll_locked(p, which);
+    int ended = done(arg);
+    if (ended && p->nshm) spin_end_locked(p, which);
+    unlock_engine(p);
+    return ended;
 }
 
 int spmd__p2p_ready(spmd__mesh *g, int which) {
@@ -898,15 +916,19 @@ static int settle(spmd__p2p *p, int i, int weak) {
     return busy;
 }
 
-void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
-    spmd__p2p *p = g ? g->p2p : NULL;
-    if (!p || !p->nshm) return;
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < g->world; i++) {
+static void spin_begin_locked(spmd__p2p *p, int which) {
+    for (int i = 0; i < p->m->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || (which >= 0 && i != which)) continue;
         if (pe->spinners++ == 0) spmd__path_lower(pe->path);
     }
+}
+
+void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || !p->nshm) return;
+    pthread_mutex_lock(&p->mu);
+    spin_begin_locked(p, which);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -914,6 +936,12 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
     pthread_mutex_lock(&p->mu);
+    spin_end_locked(p, which);
+    unlock_engine(p);
+}
+
+static void spin_end_locked(spmd__p2p *p, int which) {
+    spmd__mesh *g = p->m;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || (which >= 0 && i != which)) continue;
@@ -929,7 +957,6 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
             (void)r;
         }
     }
-    unlock_engine(p);
 }
 
 /* ---- the progress thread ------------------------------------------------- */
@@ -1283,7 +1310,13 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         peer *pe = &p->peers[i];
         if ((which < 0 || i == which) && pe->shm && !pe->dead && spmd__path_pending(pe->path)) read_peer(p, i);
     }
-    if (!w->waiting) expect_from(p, which);
+    if (!w->waiting) {
+        expect_from(p, which);
+    } else if (p->nshm && p->posted_tail == w) {
+        /* still unmatched (the last posted): its poster will spin on it */
+        spin_begin_locked(p, which);
+        w->spin_begun = 1;
+    }
     unlock_engine(p);
     return SPMD_OK;
 }
