@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include "coll/algos.h"
 
-#define BLOCK_BYTES ((size_t)(getenv("XBLK") ? atoi(getenv("XBLK")) : 128 * 1024)) /* a peer's block and ours stay in L2 while reduced */
+#define BLOCK_BYTES ((size_t)128 * 1024) /* a peer's block and ours stay in L2 while reduced */
 
 spmd_status spmd__allreduce_cma(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const int w = spmd__ctx_world(c), me = spmd__ctx_rank(c);

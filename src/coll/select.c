@@ -29,6 +29,7 @@
  * far (docs/PERFORMANCE.md, "The MPI backend").
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,7 +221,20 @@ static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
 
 /* An algorithm's id on the wire: the index of its first row (the same on
  * every rank: they run the same table). */
-static int algo_id(const algo_row *row) { return (int)(find_named(row->kind, row->name) - TABLE); }
+/* An algorithm's id: the index of the first row with its name (a name may
+ * have several rows, one per size range).  Looked up once per row. */
+static int first_row[NROWS];
+static pthread_once_t first_row_once = PTHREAD_ONCE_INIT;
+static void fill_first_row(void) {
+    for (size_t i = 0; i < NROWS; i++) {
+        const algo_row *f = TABLE[i].fn ? find_named(TABLE[i].kind, TABLE[i].name) : NULL;
+        first_row[i] = f ? (int)(f - TABLE) : (int)i;
+    }
+}
+static int algo_id(const algo_row *row) {
+    pthread_once(&first_row_once, fill_first_row);
+    return first_row[row - TABLE];
+}
 
 static const char *algo_label(int kind, int id) {
     return id >= 0 && (size_t)id < NROWS && (int)TABLE[id].kind == kind ? TABLE[id].name : NULL;
@@ -231,16 +245,23 @@ const char *spmd__coll_select_name(const spmd__coll_args *a, int w, int shm) {
     return t ? t->name : NULL;
 }
 
-/* SPMD_ALGO_ALL_REDUCE etc. */
-static const char *env_choice(spmd__coll_kind k, char *var, size_t varlen) {
-    const char *kn = spmd__coll_kind_name(k);
-    size_t i = 0;
-    int m = snprintf(var, varlen, "SPMD_ALGO_");
-    if (m < 0) return NULL;
-    i = (size_t)m;
-    for (; *kn && i + 1 < varlen; kn++) var[i++] = (char)toupper((unsigned char)*kn);
-    var[i] = '\0';
-    const char *v = getenv(var);
+/* SPMD_ALGO_ALL_REDUCE etc.: read at every call (a program may change it
+ * between calls); the names are made once. */
+static char env_names[SPMD__C_KIND_COUNT][40];
+static pthread_once_t env_names_once = PTHREAD_ONCE_INIT;
+static void fill_env_names(void) {
+    for (int k = 0; k < SPMD__C_KIND_COUNT; k++) {
+        const char *kn = spmd__coll_kind_name((spmd__coll_kind)k);
+        size_t i = (size_t)snprintf(env_names[k], sizeof env_names[k], "SPMD_ALGO_");
+        for (; *kn && i + 1 < sizeof env_names[k]; kn++) env_names[k][i++] = (char)toupper((unsigned char)*kn);
+        env_names[k][i] = '\0';
+    }
+}
+static const char *env_choice(spmd__coll_kind k, const char **var) {
+    if ((int)k < 0 || k >= SPMD__C_KIND_COUNT) return NULL;
+    pthread_once(&env_names_once, fill_env_names);
+    *var = env_names[k];
+    const char *v = getenv(env_names[k]);
     return v && *v ? v : NULL;
 }
 
@@ -307,8 +328,8 @@ static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const alg
                           size_t whylen) {
     const int w = spmd__ctx_world(c);
     const algo_row *row = NULL;
-    char var[64];
-    const char *name = a->algo[0] ? a->algo : env_choice(a->kind, var, sizeof var);
+    const char *var = "";
+    const char *name = a->algo[0] ? a->algo : env_choice(a->kind, &var);
     if (name) {
         row = find_named(a->kind, name);
         if (!row) {
