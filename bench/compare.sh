@@ -17,13 +17,19 @@
 # SPMD_BIND=core then.  With more ranks than cores neither side binds.
 # BENCH_NICE=N runs every configuration under `nice -n N`, to keep other
 # jobs on a shared machine from dominating the figures (alike for all).
+# BENCH_MAX_BYTES=N stops at N bytes (default 64 MiB): small sizes with many
+# iterations (with ranks outnumbering cores, a handful of iterations measures
+# how the scheduler happened to interleave the ranks, not the library);
+# BENCH_PP_ITERS=N round trips per ping-pong size (default 200).
 set -u
 BUILD=${1:-build}
 W=${2:-2}
 IT=${3:-20}
 ROUNDS=${4:-1}
-MAXB=$((64 * 1024 * 1024))
+MAXB=${BENCH_MAX_BYTES:-$((64 * 1024 * 1024))}
 PPMAX=$((16 * 1024 * 1024))
+[ "$MAXB" -lt "$PPMAX" ] && PPMAX=$MAXB
+PPIT=${BENCH_PP_ITERS:-200}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 NICE=""
@@ -78,14 +84,14 @@ echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 
 if [ "$W" = 2 ]; then
     echo
-    echo "# ping-pong, half round trip us (bandwidth GB/s), 200 round trips after 20 warm-ups, median of $ROUNDS round(s)"
+    echo "# ping-pong, half round trip us (bandwidth GB/s), $PPIT round trips after 20 warm-ups, median of $ROUNDS round(s)"
     : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"
     for r in $(seq "$ROUNDS"); do
-        SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n 200 -w 20 \
+        SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n $PPIT -w 20 \
             | awk '!/^#/ && NF {print $1, $2, $3}' >> "$TMP/pp"
         if [ "$HAVE_MPI" = 1 ]; then
-            $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX 200 20 2>/dev/null >> "$TMP/pptcp"
-            $NICE $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $PPMAX 200 20 2>/dev/null >> "$TMP/ppshm"
+            $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/pptcp"
+            $NICE $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppshm"
         fi
     done
     for f in pp pptcp ppshm; do median "$TMP/$f" > "$TMP/$f.med"; done
