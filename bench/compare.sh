@@ -14,7 +14,11 @@
 #
 # Binding: mpirun pins each rank to a core when there are no more ranks than
 # cores (its default, --bind-to core); spmd's ranks get the same with
-# SPMD_BIND=core then.  With more ranks than cores neither side binds.
+# SPMD_BIND=core then.  With more ranks than cores neither side binds,
+# unless BENCH_BIND=core: then both bind rank r to core r mod cores (spmd's
+# SPMD_BIND=core, mpirun's --bind-to core:overload-allowed).  Unbound, how
+# the ranks first fall on the cores sets a run's small-message figures for
+# both (2x apart from run to run at 8 ranks on 2 cores).
 # BENCH_NICE=N runs every configuration under `nice -n N`, to keep other
 # jobs on a shared machine from dominating the figures (alike for all).
 # BENCH_MAX_BYTES=N stops at N bytes (default 64 MiB): small sizes with many
@@ -35,12 +39,17 @@ trap 'rm -rf "$TMP"' EXIT
 NICE=""
 [ -n "${BENCH_NICE:-}" ] && NICE="nice -n $BENCH_NICE"
 BIND=none
+MPIBIND=""
 [ "$W" -le "$(nproc)" ] && BIND=core
+if [ "${BENCH_BIND:-}" = core ] && [ "$W" -gt "$(nproc)" ]; then
+    BIND=core
+    MPIBIND="--bind-to core:overload-allowed"
+fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 avx2 /proc/cpuinfo), $(date -u +%Y-%m-%d)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}"
 echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations, median of $ROUNDS round(s)"
 
-MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe $MPIBIND"
 HAVE_MPI=0
 if command -v mpicc >/dev/null 2>&1; then
     mpicc -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpi_bench" && HAVE_MPI=1

@@ -1,7 +1,8 @@
 /* SPMD_BIND=core (group/bind.c): with no more ranks on the host than cores,
  * each rank's thread ends up on one core of its own, the local ranks on
- * distinct cores; with more
- * ranks than cores, or SPMD_BIND unset or unknown, nothing is bound. */
+ * distinct cores; with more ranks than cores, each on one core, dealt
+ * round them (no core has two more ranks than another); SPMD_BIND unset or
+ * unknown: nothing is bound. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "coll_common.h"
@@ -32,8 +33,21 @@ static int body(int rank, int world, void *arg) {
         RREQUIRE(cpu >= 0);
         int32_t mine = cpu, all[8] = {0};
         RREQUIRE(spmd_all_gather(g, &mine, all, 1, SPMD_I32) == SPMD_OK);
-        for (int r = 0; r < world; r++)
-            for (int q = 0; q < r; q++) RREQUIRE(all[r] != all[q]); /* a core each */
+        if (world <= before) {
+            for (int r = 0; r < world; r++)
+                for (int q = 0; q < r; q++) RREQUIRE(all[r] != all[q]); /* a core each */
+        } else {
+            int per[CPU_SETSIZE] = {0}, lo = world, hi = 0, used = 0;
+            for (int r = 0; r < world; r++) per[all[r]]++;
+            for (int c = 0; c < CPU_SETSIZE; c++) {
+                if (!per[c]) continue;
+                used++;
+                lo = per[c] < lo ? per[c] : lo;
+                hi = per[c] > hi ? per[c] : hi;
+            }
+            RREQUIRE(used == before); /* every core has ranks, evenly */
+            RREQUIRE(hi - lo <= 1);
+        }
     } else {
         RREQUIRE(allowed_cpus() == before); /* untouched */
     }
@@ -54,7 +68,7 @@ int main(void) {
     const int n = allowed_cpus();
     CHECK(n >= 1);
     if (n >= 2) run(2, "core", 1);
-    run(n + 1 <= 8 ? n + 1 : 8, "core", n + 1 > 8); /* more ranks than cores: not bound */
+    if (n < 8) run(2 * n + 1 < 8 ? 2 * n + 1 : 8, "core", 1); /* more ranks than cores: dealt round */
     run(2, NULL, 0);
     run(2, "socket", 0);
     TEST_MAIN_END();
