@@ -219,10 +219,9 @@ static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     return NULL;
 }
 
-/* An algorithm's id on the wire: the index of its first row (the same on
- * every rank: they run the same table). */
-/* An algorithm's id: the index of the first row with its name (a name may
- * have several rows, one per size range).  Looked up once per row. */
+/* An algorithm's id on the wire: the index of the first row with its name
+ * (a name may have several rows, one per size range; every rank runs the
+ * same table), worked out once per row. */
 static int first_row[NROWS];
 static pthread_once_t first_row_once = PTHREAD_ONCE_INIT;
 static void fill_first_row(void) {

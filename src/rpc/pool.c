@@ -80,7 +80,6 @@ void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st) {
     call_unref(c);
 }
 
-
 void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
     pthread_mutex_lock(&r->qmu);
     c->next = NULL;

@@ -239,22 +239,22 @@ void spmd__rpc_data_trim(void);   /* free what the cache holds */
  * (spinning first, then asleep; the group's timeout cancels it) */
 spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, char *err,
                           size_t errlen);
-/* Poll the transport until stop(ctx) or budget_ns passed; 1 when stop held.
- * rx: frames that arrive meanwhile are processed (the caller holds the
- * receive role); dispatcher: keep going while frames come, and leave the
- * role to an idle pool thread or (once the traffic pauses) to a waiter. */
+/* Release the RRefs a message holds that nobody took (what freeing it does,
+ * without freeing its tensors): a call's arguments at its answer, so the
+ * releases go ahead of it (docs/RPC.md). */
+void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m);
 /* Keep this thread counted as polling the transport across a short gap
  * before it polls again (a caller between its request and its wait, a pool
  * thread between its answer and its next receive), so a frame arriving in
  * the gap rings no doorbell and wakes no thread.  The next spmd__rpc_spin
  * takes the hold over; anything that may sleep or run a handler first must
  * drop it (spmd__rpc_unhold). */
-/* Release the RRefs a message holds that nobody took (what freeing it does,
- * without freeing its tensors): a call's arguments at its answer, so the
- * releases go ahead of it (docs/RPC.md). */
-void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m);
 void spmd__rpc_hold(spmd_rpc *r);
 void spmd__rpc_unhold(void);
+/* Poll the transport until stop(ctx) or budget_ns passed; 1 when stop held.
+ * rx: frames that arrive meanwhile are processed (the caller holds the
+ * receive role); dispatcher: keep going while frames come, and leave the
+ * role to an idle pool thread or (once the traffic pauses) to a waiter. */
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher);
 uint64_t spmd__rpc_spin_budget(spmd_rpc *r, size_t bytes);

@@ -147,7 +147,7 @@ struct spmd__p2p {
     int64_t next_tick;               /* monotonic ms (progress thread only) */
     /* A spinner that stops arms its rings for the progress thread.  While
      * spinners keep coming and going (an RPC agent stops between every
-     * call), the progress thread naps (NAP_MIN_MS..) instead of sleeping, and
+     * call), the progress thread naps (NAP_MIN_MS to NAP_MAX_MS) instead of sleeping, and
      * their arms skip the slow fence: its membarrier interrupts every core
      * (a VM exit each on a guest), 10-20 µs a call.  A message whose
      * doorbell that loses is found when the nap ends. */
