@@ -17,14 +17,22 @@
 #include <unistd.h>
 #include "group_internal.h"
 
+/* state = queued << 1 | running.  A blocking call claims an idle group
+ * with one compare-and-swap (0 -> 1) and gives it back with one subtraction,
+ * so the common case takes no lock.  Everything else (queueing, the thread,
+ * helpers) holds mu; while work is queued the state is non-zero, so no caller
+ * can claim it past the queue. */
+#define RUNNING 1u
+#define ONE_QUEUED 2u
+
 struct spmd__exec {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     spmd_work *head, *tail;
-    int busy;
+    _Atomic unsigned state;
     int stop;
     int thread_started;
-    uint32_t issued;   /* collectives issued so far: the next one's number - 1 */
+    _Atomic uint32_t issued; /* collectives issued so far: the next one's number - 1 */
     pthread_t thread;
     spmd__coll_ctx ctx;
 };
@@ -65,7 +73,7 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
     spmd__rec_coll_start(g->rec, a->seq);
     c->desc = 0; /* what the ranks must agree on: set by spmd__coll_run (coll/agree.c) */
     c->agreeing = c->unanimous = 0;
-    c->deadline = spmd__group_deadline(g);
+    c->deadline = 0; /* set by the first wait that needs it (most small ones never do) */
     c->err[0] = 0;
     st = spmd__coll_run(c, a);
     spmd__rec_coll_end(g->rec, a->seq, st);
@@ -81,24 +89,39 @@ static spmd_status run_one(spmd_group *g, spmd__coll_args *a, int waited, char *
     return st;
 }
 
+static int busy(spmd__exec *e) { return (atomic_load(&e->state) & RUNNING) != 0; }
+
+/* With mu held, the head of a non-empty queue that nothing runs: it leaves
+ * the queue and becomes the running collective in one step. */
+static spmd_work *take_head(spmd__exec *e) {
+    spmd_work *w = e->head;
+    e->head = w->next;
+    if (!e->head) e->tail = NULL;
+    w->next = NULL;
+    atomic_fetch_sub(&e->state, ONE_QUEUED - RUNNING);
+    return w;
+}
+
+/* The running collective is done (mu held): wake the thread if work waits. */
+static void finish_locked(spmd__exec *e) {
+    atomic_fetch_sub(&e->state, RUNNING);
+    if (e->head) pthread_cond_broadcast(&e->cv);
+}
+
 static void *exec_main(void *arg) {
     spmd_group *g = arg;
     spmd__exec *e = g->exec;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && (!e->head || e->busy)) pthread_cond_wait(&e->cv, &e->mu);
+        while (!e->stop && (!e->head || busy(e))) pthread_cond_wait(&e->cv, &e->mu);
         if (!e->head) break; /* stop requested and nothing left */
-        spmd_work *w = e->head;
-        e->head = w->next;
-        if (!e->head) e->tail = NULL;
-        w->next = NULL;
-        e->busy = 1;
+        spmd_work *w = take_head(e);
         pthread_mutex_unlock(&e->mu);
         char msg[SPMD__ERRLEN] = "";
         spmd_status st = run_one(g, &w->args, 0, msg, sizeof msg);
         spmd__work_complete(w, st, msg);
         pthread_mutex_lock(&e->mu);
-        e->busy = 0;
+        atomic_fetch_sub(&e->state, RUNNING);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -111,22 +134,18 @@ static void run_queue_until(spmd_group *g, spmd_work *w) {
     spmd__exec *e = g->exec;
     pthread_mutex_lock(&e->mu);
     while (!spmd__work_done(w)) {
-        if (e->busy) { /* another thread runs one: it wakes us when done */
+        if (busy(e)) { /* another thread runs one: it wakes us when done */
             pthread_cond_wait(&e->cv, &e->mu);
             continue;
         }
-        spmd_work *x = e->head;
-        if (!x) break;
-        e->head = x->next;
-        if (!e->head) e->tail = NULL;
-        x->next = NULL;
-        e->busy = 1;
+        if (!e->head) break;
+        spmd_work *x = take_head(e);
         pthread_mutex_unlock(&e->mu);
         char msg[SPMD__ERRLEN] = "";
         spmd_status st = run_one(g, &x->args, x == w, msg, sizeof msg);
         spmd__work_complete(x, st, msg); /* x may be gone after this */
         pthread_mutex_lock(&e->mu);
-        e->busy = 0;
+        atomic_fetch_sub(&e->state, RUNNING);
         pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
@@ -144,23 +163,19 @@ void spmd__exec_help(spmd_work *w) {
         return;
     }
     pthread_mutex_lock(&e->mu);
-    if (e->head != w || e->busy) {
+    if (e->head != w || busy(e)) {
         pthread_mutex_unlock(&e->mu);
         return;
     }
-    e->head = w->next;
-    if (!e->head) e->tail = NULL;
-    w->next = NULL;
-    e->busy = 1;
+    take_head(e);
     pthread_mutex_unlock(&e->mu);
     char msg[SPMD__ERRLEN] = "";
     spmd_status st = run_one(g, &w->args, 1, msg, sizeof msg);
     spmd__work_complete(w, st, msg);
     pthread_mutex_lock(&e->mu);
-    e->busy = 0;
     /* Only the executor thread waits on cv, and only for queued work: an
      * idle thread woken for nothing would steal a core from the next call. */
-    if (e->head) pthread_cond_broadcast(&e->cv);
+    finish_locked(e);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -206,30 +221,31 @@ void spmd__exec_stop(spmd_group *g) {
 
 spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work **out) {
     spmd__exec *e = g->exec;
-    char msg[SPMD__ERRLEN] = "";
-    pthread_mutex_lock(&e->mu);
-    if (!out && !e->busy && !e->head) {
+    unsigned idle = 0;
+    if (!out && atomic_compare_exchange_strong(&e->state, &idle, RUNNING)) {
         /* Idle: run inline. */
-        e->busy = 1;
-        a->seq = ++e->issued;
+        char msg[SPMD__ERRLEN];
+        msg[0] = 0;
+        a->seq = atomic_fetch_add_explicit(&e->issued, 1, memory_order_relaxed) + 1;
         spmd__rec_coll_issue(g->rec, a, 1);
-        pthread_mutex_unlock(&e->mu);
         spmd_status st = run_one(g, a, 1, msg, sizeof msg);
         spmd__coll_args_free(a);
-        pthread_mutex_lock(&e->mu);
-        e->busy = 0;
-        if (e->head) pthread_cond_broadcast(&e->cv); /* async work queued meanwhile */
-        pthread_mutex_unlock(&e->mu);
+        if (atomic_fetch_sub(&e->state, RUNNING) != RUNNING) { /* async work queued meanwhile */
+            pthread_mutex_lock(&e->mu);
+            pthread_cond_broadcast(&e->cv);
+            pthread_mutex_unlock(&e->mu);
+        }
         if (st) spmd__group_error(g, st, "%s", msg);
         return st;
     }
+    pthread_mutex_lock(&e->mu);
     spmd_work *w = spmd__work_new(g, SPMD__W_COLL);
     if (!w) {
         pthread_mutex_unlock(&e->mu);
         spmd__coll_args_free(a);
         return spmd__group_error(g, SPMD_ERR_NOMEM, "out of memory");
     }
-    a->seq = ++e->issued;
+    a->seq = atomic_fetch_add_explicit(&e->issued, 1, memory_order_relaxed) + 1;
     spmd__rec_coll_issue(g->rec, a, 0);
     w->args = *a;
     memset(a, 0, sizeof *a);
@@ -247,6 +263,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
     if (e->tail) e->tail->next = w;
     else e->head = w;
     e->tail = w;
+    atomic_fetch_add(&e->state, ONE_QUEUED);
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
     if (out) {

@@ -150,7 +150,7 @@ spmd_status spmd__mpi_wait_coll(spmd__coll_ctx *c, MPI_Request *reqs, int n, con
         if (done) return SPMD_OK;
         spmd_status st = spmd__mpi_check(l, 0, msg, sizeof msg);
         if (st) return spmd__coll_fail(c, st, "%s", msg);
-        if ((it & 63) == 63 && spmd__remaining_ms(c->deadline) == 0)
+        if ((it & 63) == 63 && spmd__ctx_left_ms(c) == 0)
             return spmd__coll_fail(c, SPMD_ERR_TIMEOUT,
                                    "%s #%u timed out on rank %d (MPI's collective did not complete: a rank "
                                    "is missing, frozen or dead)",

@@ -146,7 +146,7 @@ static spmd_status run(spmd__coll_ctx *c, spmd__mpi_link *l, piece *pcs, MPI_Req
         }
         spmd_status st = spmd__mpi_check(l, 0, msg, sizeof msg);
         if (st) return spmd__coll_fail(c, st, "%s", msg);
-        if ((it & 63) == 63 && spmd__remaining_ms(c->deadline) == 0) return timed_out(c, pcs, reqs, n);
+        if ((it & 63) == 63 && spmd__ctx_left_ms(c) == 0) return timed_out(c, pcs, reqs, n);
         spmd__mpi_idle_step(&idle, c->m);
     }
 }

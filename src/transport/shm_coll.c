@@ -110,7 +110,7 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
         char msg[SPMD__ERRLEN];
         spmd_status st = spmd__mesh_check(m, msg, sizeof msg);
         if (st) return spmd__coll_fail(c, st, "%s", msg);
-        int left = spmd__remaining_ms(c->deadline);
+        int left = spmd__ctx_left_ms(c);
         if (left == 0)
             return spmd__coll_fail(c, SPMD_ERR_TIMEOUT, "%s #%u timed out on rank %d waiting for rank %d", kind,
                                    c->seq, m->rank, r);

@@ -56,6 +56,11 @@ const char *spmd__coll_kind_name(spmd__coll_kind k) {
     return KIND_NAMES[k];
 }
 
+int spmd__ctx_left_ms(spmd__coll_ctx *c) {
+    if (!c->deadline) c->deadline = spmd__deadline(c->m->timeout_ms);
+    return spmd__remaining_ms(c->deadline);
+}
+
 spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...) {
     if (!c->err[0] || st) {
         va_list ap;
@@ -445,7 +450,7 @@ static spmd_status run(xcall *x, struct pollfd *pfds) {
         pfds[np].fd = g->fail_eventfd;
         pfds[np].events = POLLIN;
         pfds[np++].revents = 0;
-        int left = spmd__remaining_ms(c->deadline);
+        int left = spmd__ctx_left_ms(c);
         if (left == 0) return timed_out(x);
         int wait_ms = (int)((next_watch - now) / 1000000u) + 1;
         if (left >= 0 && left < wait_ms) wait_ms = left;

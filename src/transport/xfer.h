@@ -50,7 +50,7 @@ typedef struct spmd__coll_ctx {
     int unanimous;         /* the call failed the same way on every rank, with the channels
                               in step: the group stays usable */
     const char *(*algo_name)(int kind, int algo); /* for messages (set by coll/select.c) */
-    int64_t deadline;
+    int64_t deadline;      /* 0 until a wait first needs it: spmd__ctx_left_ms */
     size_t segment_bytes;
     uint64_t spin_ns;      /* busy-poll budget before sleeping in poll() */
     int yield_in_spin;     /* yield the core while spinning (oversubscribed, or a background collective) */
@@ -66,6 +66,11 @@ typedef struct spmd__xfer_op {
     void *buf;
     size_t len;
 } spmd__xfer_op;
+
+/* Milliseconds left before the collective's deadline (0: passed, -1: none).
+ * The first call starts the clock: the group's timeout counts from the first
+ * wait, which keeps a clock read off collectives that never wait. */
+int spmd__ctx_left_ms(spmd__coll_ctx *c);
 
 /* Progress all sends and receives together until every one is complete
  * (sends and receives to the same peer are fine; a ring where everyone sends
