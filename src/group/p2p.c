@@ -41,6 +41,7 @@ static spmd_status post(spmd_group *g, spmd__work_kind kind, const void *buf, si
         w->req.tag = tag;
         w->req.dtype = (int)dt;
         w->req.waiting = waiting;
+        w->req.will_spin = waiting; /* spmd_work_wait's spin_p2p, next */
         w->req.recorded = 1;
         st = kind == SPMD__W_SEND ? spmd__p2p_post_send(&g->t, &w->req, err, sizeof err)
                                   : spmd__p2p_post_recv(&g->t, &w->req, err, sizeof err);

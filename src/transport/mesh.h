@@ -177,8 +177,10 @@ struct spmd__preq {
     int dtype;       /* spmd_dtype of the elements (checked against the other side), -1: none */
     int source;      /* the sender, once matched */
     int waiting;     /* the poster waits for it at once (blocking call): it drives the engine itself */
-    int spin_begun;  /* a waiting receive's post began its poster's spin (spmd__p2p_spin_begin) under
-                        the lock it held anyway: the poster ends it */
+    int will_spin;   /* set by a poster that spins on it next through group/work.c's wait, which
+                        ends a spin the post began (rpc spins its own way and leaves it 0) */
+    int spin_begun;  /* a will_spin receive's post began its poster's spin (spmd__p2p_spin_begin)
+                        under the lock it held anyway: the poster ends it */
     int recorded;    /* on_post numbers it: a group's send or receive (the flight recorder's);
                         the layers that post their own (rpc) leave it 0 */
     uint64_t id;     /* rendezvous id */
@@ -205,6 +207,8 @@ int spmd__p2p_ready(spmd__mesh *m, int peer);
  * their writers need not wake our progress thread meanwhile. */
 void spmd__p2p_spin_begin(spmd__mesh *m, int peer);
 void spmd__p2p_spin_end(spmd__mesh *m, int peer);
+/* Spins begun on peer's rings and not yet ended (tests check none leak). */
+int spmd__p2p_spinners(spmd__mesh *m, int peer);
 /* spmd__p2p_poll for a spinner: when done(arg) says its operation has
  * completed, its spin ends (spmd__p2p_spin_end) under the same lock, and 1
  * is returned.  Saves a lock round per blocking call. */

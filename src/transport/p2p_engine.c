@@ -932,6 +932,15 @@ void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
     pthread_mutex_unlock(&p->mu);
 }
 
+int spmd__p2p_spinners(spmd__mesh *g, int which) {
+    spmd__p2p *p = g ? g->p2p : NULL;
+    if (!p || which < 0 || which >= g->world) return 0;
+    pthread_mutex_lock(&p->mu);
+    int n = p->peers[which].spinners;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
@@ -1312,7 +1321,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
     }
     if (!w->waiting) {
         expect_from(p, which);
-    } else if (p->nshm && p->posted_tail == w) {
+    } else if (w->will_spin && p->nshm && p->posted_tail == w) {
         /* still unmatched (the last posted): its poster will spin on it */
         spin_begin_locked(p, which);
         w->spin_begun = 1;
