@@ -75,6 +75,7 @@ struct spmd_work {
     int blocking;             /* a blocking call's: only `owner` waits for it */
     pthread_t owner;
     spmd_status status;
+    atomic_int cv_state;      /* work.c: mu and cv made only for a waiter that sleeps */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char errmsg[SPMD__ERRLEN];

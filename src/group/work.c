@@ -42,12 +42,27 @@ void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind) {
     w->req.source = -1;
     w->req.tag = -1;
     w->req.complete = req_complete;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+}
+
+/* The mutex and condition variable exist only once a waiter is about to
+ * sleep: most operations finish while their owner spins, and destroying a
+ * condition variable is a locked instruction, which on the receive path
+ * waits for the ring's stores.  The completer touches them only after it
+ * sees W_SLEEPING, which is set after they are made. */
+enum { CV_NONE, CV_MAKING, CV_READY };
+static void make_cv(spmd_work *w) {
+    int none = CV_NONE;
+    if (atomic_compare_exchange_strong(&w->cv_state, &none, CV_MAKING)) {
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        atomic_store_explicit(&w->cv_state, CV_READY, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&w->cv_state, memory_order_acquire) != CV_READY) sched_yield();
 }
 
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind) {
@@ -112,7 +127,7 @@ static void spin_p2p(spmd_work *w) {
      * asleep just before the end costs a doorbell and a wake-up (~100 µs on
      * a guest): 4 MiB ping-pong went 530 -> 430 µs. */
     if (m->shm && !m->oversubscribed) spin_ns += (uint64_t)(w->req.len < (64u << 20) ? w->req.len : 64u << 20) / 4;
-    uint64_t spin_until = spmd__now_ns() + spin_ns;
+    uint64_t spin_until = 0; /* from the first look at the clock: most waits end before it */
     if (!w->req.spin_begun) spmd__p2p_spin_begin(m, peer);
     w->req.spin_begun = 0;
     int ended = 0; /* the poll that completed w ended the spin too */
@@ -120,7 +135,9 @@ static void spin_p2p(spmd_work *w) {
         if (!spmd__p2p_ready(m, peer)) cpu_relax();
         else if ((ended = spmd__p2p_poll_spin(m, peer, work_done, w))) break;
         if ((i & 63) == 63) {
-            if (spmd__now_ns() >= spin_until) break;
+            const uint64_t now = spmd__now_ns();
+            if (!spin_until) spin_until = now + spin_ns;
+            else if (now >= spin_until) break;
             if (yield || spmd__shm_shares_cpu(m->shm, peer)) sched_yield();
         }
     }
@@ -129,6 +146,7 @@ static void spin_p2p(spmd_work *w) {
 
 /* Sleep until w is done or the deadline passes (SPMD_ERR_TIMEOUT). */
 static spmd_status sleep_until_done(spmd_work *w, int64_t deadline, int timeout_ms) {
+    make_cv(w);
     pthread_mutex_lock(&w->mu);
     atomic_fetch_or_explicit(&w->state, W_SLEEPING, memory_order_acq_rel);
     while (!is_done(w)) {
@@ -191,8 +209,10 @@ void spmd__work_release(spmd_work *w) {
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    if (atomic_load_explicit(&w->cv_state, memory_order_acquire) == CV_READY) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+    }
 }
 
 void spmd_work_free(spmd_work *w) {
