@@ -57,6 +57,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "elock.h"
 #include "heartbeat.h"
 #include "mesh.h"
 #include "path.h"
@@ -129,8 +130,7 @@ typedef struct {
 
 struct spmd__p2p {
     spmd__mesh *m;
-    pthread_mutex_t mu;
-    pthread_cond_t drained;
+    spmd__elock mu;                  /* elock.h: released with a plain store */
     int epfd, evfd;
     pthread_t thread;
     int running;
@@ -229,7 +229,6 @@ static void fail_everything(spmd__p2p *p, spmd_status st, const char *msg) {
             if (f->w) { fail_work(f->w, st, msg); f->w = NULL; }
         if (pe->rw) { fail_work(pe->rw, st, msg); pe->rw = NULL; pe->dst = NULL; }
     }
-    pthread_cond_broadcast(&p->drained);
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -276,7 +275,6 @@ static int flush_peer(spmd__p2p *p, int i) {
         free(f);
     }
     set_out(p, i, 0);
-    pthread_cond_broadcast(&p->drained);
     return 0;
 }
 
@@ -397,9 +395,9 @@ void spmd__p2p_fail_all(spmd__mesh *g, spmd_status st, const char *msg) {
     if (g->ext) { g->ext->fail_all(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     fail_everything(p, st, msg);
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
 }
 
 static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
@@ -422,9 +420,9 @@ void spmd__p2p_broadcast_abort(spmd__mesh *g, spmd_status st, const char *msg) {
     if (g->ext) { g->ext->broadcast_abort(g, st, msg); return; }
     spmd__p2p *p = g->p2p;
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     abort_locked(p, st, msg);
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
 }
 
 /* ---- matching ----------------------------------------------------------- */
@@ -728,10 +726,10 @@ static void on_payload_done(spmd__p2p *p, int i) {
         pe->abort_text = NULL;
         int code = (int32_t)pe->tag;
         int blame = pe->id >= 1 && pe->id <= (uint64_t)p->m->world ? (int)pe->id - 1 : -1;
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         spmd_status st = code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
         spmd__mesh_fail_by(p->m, st, blame, 0, "rank %d reported: %s", i, text);
-        pthread_mutex_lock(&p->mu);
+        spmd__elock_lock(&p->mu);
         free(text);
     }
     pe->dst = NULL;
@@ -795,7 +793,7 @@ static void unlock_engine(spmd__p2p *p) {
         spmd__preq *w = p->copies;
         p->copies = w->next;
         w->next = NULL;
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         char why[SPMD__ERRLEN];
         /* one copy at a time, as when payloads were read under the lock:
          * a window of receives into one buffer (osu_bw's) stays race-free */
@@ -803,7 +801,7 @@ static void unlock_engine(spmd__p2p *p) {
         spmd_status st =
             spmd__cma_read_sealed(p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2], why, sizeof why);
         pthread_mutex_unlock(&p->copy_mu);
-        pthread_mutex_lock(&p->mu);
+        spmd__elock_lock(&p->mu);
         /* the receive completes before its sender hears of it */
         const int src = w->peer;
         const uint64_t len = w->len, id = w->id;
@@ -816,7 +814,7 @@ static void unlock_engine(spmd__p2p *p) {
         }
         if (!p->peers[src].dead) enqueue(p, src, F_FIN, (uint32_t)(int32_t)st, len, id, NULL, 0, 0, NULL);
     }
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
 }
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -839,7 +837,7 @@ void spmd__p2p_poll(spmd__mesh *g, int which) {
     if (g && g->ext) { g->ext->poll(g, which); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || g->world == 1) return;
-    if (pthread_mutex_trylock(&p->mu)) return; /* someone is already progressing */
+    if (!spmd__elock_try(&p->mu)) return; /* someone is already progressing */
     poll_locked(p, which);
     unlock_engine(p);
 }
@@ -849,7 +847,7 @@ static void spin_end_locked(spmd__p2p *p, int which);
 int spmd__p2p_poll_spin(spmd__mesh *g, int which, int (*done)(void *), void *arg) {
     spmd__p2p *p = g->p2p;
     if (!p || g->world == 1) return 0;
-    if (pthread_mutex_trylock(&p->mu)) return 0;
+    if (!spmd__elock_try(&p->mu)) return 0;
     poll_locked(p, which);
     int ended = done(arg);
     if (ended && p->nshm) spin_end_locked(p, which);
@@ -927,24 +925,24 @@ static void spin_begin_locked(spmd__p2p *p, int which) {
 void spmd__p2p_spin_begin(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     spin_begin_locked(p, which);
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
 }
 
 int spmd__p2p_spinners(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || which < 0 || which >= g->world) return 0;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     int n = p->peers[which].spinners;
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
     return n;
 }
 
 void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     spin_end_locked(p, which);
     unlock_engine(p);
 }
@@ -1026,10 +1024,10 @@ static void tick(spmd__p2p *p) {
     if (now < p->next_tick) return;
     if (p->hb) {
         char msg[SPMD__ERRLEN];
-        pthread_mutex_lock(&p->mu);
+        spmd__elock_lock(&p->mu);
         int silent = spmd__hb_tick(p->hb, now, msg, sizeof msg);
         if (silent >= 0) peer_silent(p, silent, msg);
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         p->next_tick = spmd__hb_due(p->hb);
     } else {
         p->next_tick = now + TICK_MS;
@@ -1047,7 +1045,7 @@ static void *progress_main(void *arg) {
         int busy = 0;
         if (p->nshm) {
             /* every ring's flags as our state wants them before sleeping */
-            pthread_mutex_lock(&p->mu);
+            spmd__elock_lock(&p->mu);
             /* A ring some thread stopped spinning on during the last nap is
              * left to its spinners for one more nap: they are usually back
              * within microseconds (an RPC agent between calls), and taking
@@ -1067,7 +1065,7 @@ static void *progress_main(void *arg) {
         }
         int n = epoll_wait(p->epfd, evs, 64, until_tick(p, busy ? 0 : p->nap ? p->nap_ms : 1000));
         if (n < 0 && errno != EINTR) break;
-        pthread_mutex_lock(&p->mu);
+        spmd__elock_lock(&p->mu);
         memset(closed, 0, (size_t)g->world);
         for (int k = 0; k < n; k++) {
             uint32_t i = evs[k].data.u32;
@@ -1123,9 +1121,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         free(p);
         return spmd__fail_errno(err, errlen, SPMD_ERR_SYSTEM, e, "creating the progress thread's epoll");
     }
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->copy_mu, NULL);
-    pthread_cond_init(&p->drained, NULL);
+    pthread_mutex_init(&p->copy_mu, NULL); /* p->mu: zeroed by calloc is free */
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)g->world};
     epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev);
     for (int i = 0; i < g->world; i++) {
@@ -1174,7 +1170,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
         snprintf(why, sizeof why, "left the group after it failed: %s", g->fail_msg);
         pthread_mutex_unlock(&g->fail_mu);
     }
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     if (failed) abort_locked(p, failed, why);
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
@@ -1187,20 +1183,20 @@ void spmd__p2p_stop(spmd__mesh *g) {
         for (int i = 0; i < g->world; i++)
             if (p->peers[i].sq && !p->peers[i].dead) busy = 1;
         if (!busy || spmd__now_ms() >= deadline || !p->running) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&p->drained, &p->mu, &ts);
+        /* let the progress thread write (leaving happens once per group) */
+        spmd__elock_unlock(&p->mu);
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+        spmd__elock_lock(&p->mu);
     }
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
     atomic_store(&p->stop, 1);
     uint64_t one = 1;
     ssize_t r = write(p->evfd, &one, sizeof one);
     (void)r;
     if (p->running) pthread_join(p->thread, NULL);
     spmd__hb_free(p->hb);
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     char msg[SPMD__ERRLEN];
     snprintf(msg, sizeof msg, "group %s destroyed while the operation was pending", g->name);
     fail_everything(p, SPMD_ERR_ABORTED, msg);
@@ -1211,11 +1207,9 @@ void spmd__p2p_stop(spmd__mesh *g) {
         free(pe->abort_text);
     }
     while (p->ux) { unexp *u = p->ux; p->ux = u->next; free(u->data); free(u); }
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
     close(p->epfd);
     close(p->evfd);
-    pthread_cond_destroy(&p->drained);
-    pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->copy_mu);
     free(p->peers);
     free(p);
@@ -1238,10 +1232,10 @@ static void expect_from(spmd__p2p *p, int which) {
 static spmd_status lock_to_post(spmd__mesh *g, spmd__preq *w, char *err, size_t errlen) {
     spmd__p2p *p = g->p2p;
     char msg[SPMD__ERRLEN];
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     spmd_status st = spmd__mesh_check(g, msg, sizeof msg);
     if (st) {
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         return spmd__fail(err, errlen, st, "%s", msg);
     }
     if (g->on_post) g->on_post(g->hook_arg, w);
@@ -1255,7 +1249,7 @@ spmd_status spmd__p2p_post_send(spmd__mesh *g, spmd__preq *w, char *err, size_t 
     if (st) return st;
     peer *pe = &p->peers[w->peer];
     if (pe->dead || pe->left) {
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "send to rank %d: it has left the group", w->peer);
     }
     if (w->len >= (pe->shm ? p->cma_min_ring : p->cma_min) && w->len && g->cma && g->cma[w->peer].ok) {
@@ -1305,7 +1299,7 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *g, spmd__preq *w, char *err, size_t 
         return SPMD_OK;
     }
     if (w->peer != SPMD_ANY_SOURCE && (p->peers[w->peer].dead || p->peers[w->peer].left)) {
-        pthread_mutex_unlock(&p->mu);
+        spmd__elock_unlock(&p->mu);
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "receive from rank %d: it has left the group", w->peer);
     }
     w->next = NULL;
@@ -1334,7 +1328,7 @@ void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
     if (g && g->ext) { g->ext->cancel(g, w); return; }
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
+    spmd__elock_lock(&p->mu);
     int found = 0;
     spmd__preq *prev = NULL;
     for (spmd__preq *x = p->posted; x; prev = x, x = x->next) {
@@ -1355,5 +1349,5 @@ void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
         revoke_seal(w);
         fail_work(w, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
     }
-    pthread_mutex_unlock(&p->mu);
+    spmd__elock_unlock(&p->mu);
 }
