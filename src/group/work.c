@@ -33,9 +33,14 @@ static void req_complete(spmd__preq *r, spmd_status st, const char *msg) {
 }
 
 void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind) {
-    memset(w, 0, offsetof(spmd_work, errmsg)); /* the message is written before it is read */
+    /* Only what is read before it is written: mu and cv are made by a
+     * sleeper (make_cv), the message is written before it is read, and only
+     * a collective has args.  A blocking p2p call pays for these stores. */
+    memset(w, 0, offsetof(spmd_work, mu));
     w->errmsg[0] = '\0';
-    memset(&w->next, 0, sizeof *w - offsetof(spmd_work, next));
+    w->next = NULL;
+    w->rec_ticket = 0;
+    if (kind == SPMD__W_COLL) memset(&w->args, 0, sizeof w->args);
     w->kind = kind;
     w->g = g;
     w->req.send = kind == SPMD__W_SEND;
