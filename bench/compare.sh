@@ -25,6 +25,8 @@
 # iterations (with ranks outnumbering cores, a handful of iterations measures
 # how the scheduler happened to interleave the ranks, not the library);
 # BENCH_PP_ITERS=N round trips per ping-pong size (default 200).
+# MPI_BENCH_THREADS=multiple: Open MPI with MPI_THREAD_MULTIPLE (any thread
+# may call, as with spmd); by default it runs with one calling thread.
 set -u
 BUILD=${1:-build}
 W=${2:-2}
@@ -46,10 +48,13 @@ if [ "${BENCH_BIND:-}" = core ] && [ "$W" -gt "$(nproc)" ]; then
     MPIBIND="--bind-to core:overload-allowed"
 fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 avx2 /proc/cpuinfo), $(date -u +%Y-%m-%d)"
-echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}${MPI_BENCH_THREADS:+; Open MPI threads: $MPI_BENCH_THREADS}"
 echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations, median of $ROUNDS round(s)"
 
 MPIRUN="mpirun --allow-run-as-root --oversubscribe $MPIBIND"
+# MPI_BENCH_THREADS=multiple: Open MPI initialised with MPI_THREAD_MULTIPLE,
+# the guarantee spmd always gives (bench/mpi_bench.c)
+[ -n "${MPI_BENCH_THREADS:-}" ] && MPIRUN="$MPIRUN -x MPI_BENCH_THREADS"
 HAVE_MPI=0
 if command -v mpicc >/dev/null 2>&1; then
     mpicc -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpi_bench" && HAVE_MPI=1

@@ -7,14 +7,25 @@
  * `warmup`, default 5), busbw = size/time × 2(n-1)/n; ping-pong (as
  * osu_latency and spmd-bench -o pingpong): after `warmup` round trips, the
  * loop of round trips timed as a whole on rank 0, half of it per iteration,
- * and size/time. */
+ * and size/time.  MPI_BENCH_THREADS=multiple initialises with
+ * MPI_THREAD_MULTIPLE. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    /* MPI_BENCH_THREADS=multiple: the guarantee spmd always gives (any
+     * thread may call at any time), which makes Open MPI lock and use
+     * atomics as spmd does; by default MPI_Init (one thread calls MPI). */
+    const char *th = getenv("MPI_BENCH_THREADS");
+    if (th && strcmp(th, "multiple") == 0) {
+        int got = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &got);
+        if (got != MPI_THREAD_MULTIPLE) fprintf(stderr, "mpi_bench: MPI_THREAD_MULTIPLE not granted (%d)\n", got);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
