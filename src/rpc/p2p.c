@@ -83,6 +83,23 @@ static int shares_core(spmd__mesh *m, int peer) {
     return 1;
 }
 
+/* The spins this thread has begun and not ended (rpc_spin nests: a frame
+ * handled inside one may run an inline handler whose answer waits in
+ * another).  A thread about to sleep suspends them: a ring counted as polled
+ * is never armed, so what it waits for would wait for the progress thread's
+ * next tick (100 ms) instead of waking it. */
+#define SPIN_NEST_MAX 8
+static _Thread_local struct { spmd__mesh *m; int peer; } tl_spins[SPIN_NEST_MAX];
+static _Thread_local int tl_nspins;
+
+static void spins_suspend(void) {
+    spmd__rpc_unhold();
+    for (int i = tl_nspins; i-- > 0;) spmd__p2p_spin_end(tl_spins[i].m, tl_spins[i].peer);
+}
+static void spins_resume(void) {
+    for (int i = 0; i < tl_nspins; i++) spmd__p2p_spin_begin(tl_spins[i].m, tl_spins[i].peer);
+}
+
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher) {
     spmd__mesh *m = &r->g->t;
@@ -96,6 +113,12 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
     uint64_t last = spmd__now_ns(), end = last + budget_ns, last_frame = last;
     spmd__p2p_spin_begin(m, peer);
     spmd__rpc_unhold(); /* counted by this spin now */
+    const int nested = tl_nspins < SPIN_NEST_MAX; /* deeper: not suspended (never seen) */
+    if (nested) {
+        tl_spins[tl_nspins].m = m;
+        tl_spins[tl_nspins].peer = peer;
+        tl_nspins++;
+    }
     for (unsigned i = 1;; i++) {
         if (stop(ctx)) {
             hit = 1;
@@ -129,6 +152,7 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
             if ((i & 255) == 0) yield = yield_always || shares_core(m, peer);
         }
     }
+    if (nested) tl_nspins--;
     spmd__p2p_spin_end(m, peer);
     if (rx) spmd__rpc_flush(r);
     return hit;
@@ -173,6 +197,8 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
      * withdraw it (a send the peer is reading still completes). */
     int64_t deadline = spmd__now_ms() + (r->g->timeout_ms > 0 ? r->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS);
     int cancelled = 0;
+    const int suspend = !atomic_load_explicit(&o.done, memory_order_acquire);
+    if (suspend) spins_suspend();
     pthread_mutex_lock(&o.mu);   /* also waits out a completer still inside op_complete */
     while (!atomic_load_explicit(&o.done, memory_order_acquire)) {
         int64_t now = spmd__now_ms();
@@ -197,6 +223,7 @@ spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, 
         o.sleeping = 0;
     }
     pthread_mutex_unlock(&o.mu);
+    if (suspend) spins_resume();
     pthread_cond_destroy(&o.cv);
     pthread_mutex_destroy(&o.mu);
     if (o.st == SPMD_OK) return SPMD_OK;
