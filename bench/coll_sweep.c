@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include "spmd/group.h"
+#include "../tools/size_arg.h"
 
 typedef struct {
     char kind[32];
@@ -34,15 +35,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-    return (size_t)v;
 }
 
 static const char *default_algos(const char *kind) {
@@ -158,8 +150,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-c")) snprintf(c.kind, sizeof c.kind, "%s", v), i++;
         else if (!strcmp(argv[i], "-w")) c.world = atoi(v), i++;
         else if (!strcmp(argv[i], "-a")) snprintf(c.algos, sizeof c.algos, "%s", v), i++;
-        else if (!strcmp(argv[i], "-b")) c.lo = parse_size(v), i++;
-        else if (!strcmp(argv[i], "-e")) c.hi = parse_size(v), i++;
+        else if (!strcmp(argv[i], "-b") || !strcmp(argv[i], "-e")) {
+            if (spmd_size_arg(v, argv[i][1] == 'b' ? &c.lo : &c.hi)) {
+                fprintf(stderr, "coll_sweep: %s takes a size (4, 64K, 1M), not '%s'\n", argv[i], v);
+                return 2;
+            }
+            i++;
+        }
         else if (!strcmp(argv[i], "-f")) c.factor = atoi(v), i++;
         else if (!strcmp(argv[i], "-s")) setenv("SPMD_SEGMENT_BYTES", v, 1), i++;
         else if (!strcmp(argv[i], "-r")) c.repeats = atoi(v), i++;

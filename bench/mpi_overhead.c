@@ -17,16 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "spmd/mpi.h"
+#include "../tools/size_arg.h"
 
 #define MAXC 8
-
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    return (size_t)v;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -65,9 +58,12 @@ int main(int argc, char **argv) {
     int rounds = 9;
     char algos_arg[256] = "";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-b")) lo = parse_size(argv[i + 1]);
-        else if (!strcmp(argv[i], "-e")) hi = parse_size(argv[i + 1]);
-        else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "-b") || !strcmp(argv[i], "-e")) {
+            if (spmd_size_arg(argv[i + 1], argv[i][1] == 'b' ? &lo : &hi)) {
+                fprintf(stderr, "mpi_overhead: %s takes a size (4, 64K, 1M), not '%s'\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-a")) snprintf(algos_arg, sizeof algos_arg, "%s", argv[i + 1]);
     }
     if (rounds < 1) rounds = 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "spmd/rpc.h"
+#include "size_arg.h"
 
 typedef struct {
     size_t minb, maxb;
@@ -150,21 +151,17 @@ static int rank_fn(int rank, int world, void *arg) {
     return rc;
 }
 
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    return (size_t)v;
-}
-
 int spmd__bench_rpc(int argc, char **argv) {
     rpc_opts o = {4, 4 << 20, 1000, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "-b") && v) o.minb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-e") && v) o.maxb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-n") && v) o.iters = atoi(argv[++i]);
+        if ((!strcmp(argv[i], "-b") || !strcmp(argv[i], "-e")) && v) {
+            if (spmd_size_arg(argv[i + 1], argv[i][1] == 'b' ? &o.minb : &o.maxb)) {
+                fprintf(stderr, "spmd-bench -o rpc: %s takes a size (4, 64K, 1M), not '%s'\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(argv[i], "-n") && v) o.iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--np") && v) o.np = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--op")) i++;
         else {

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "spmd/spmd.h"
+#include "size_arg.h"
 
 typedef enum { O_ALL_REDUCE, O_BROADCAST, O_REDUCE, O_ALL_GATHER, O_REDUCE_SCATTER, O_ALL_TO_ALL,
                O_GATHER, O_SCATTER, O_BARRIER, O_PINGPONG, O_BW } op_t;
@@ -77,21 +78,6 @@ static void usage(FILE *f) {
             "  -h, --help\n");
 }
 
-static int parse_size(const char *s, size_t *out) {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double m = 1;
-    if (*end == 'K' || *end == 'k') m = 1024, end++;
-    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
-    *out = (size_t)(v * m);
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->min_bytes = 8;
@@ -113,9 +99,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         if (IS("--outplace-only", "--outplace-only")) { o->outplace_only = 1; continue; }
         if (!v) { fprintf(stderr, "spmd-bench: %s needs a value\n", a); return -1; }
         i++;
-        if (IS("-b", "--minbytes")) { if (parse_size(v, &o->min_bytes)) goto bad; }
-        else if (IS("-e", "--maxbytes")) { if (parse_size(v, &o->max_bytes)) goto bad; }
-        else if (IS("-i", "--stepbytes")) { if (parse_size(v, &o->step_bytes)) goto bad; }
+        if (IS("-b", "--minbytes")) { if (spmd_size_arg(v, &o->min_bytes)) goto bad; }
+        else if (IS("-e", "--maxbytes")) { if (spmd_size_arg(v, &o->max_bytes)) goto bad; }
+        else if (IS("-i", "--stepbytes")) { if (spmd_size_arg(v, &o->step_bytes)) goto bad; }
         else if (IS("-f", "--stepfactor")) { o->factor = atof(v); if (o->factor <= 1) goto bad; }
         else if (IS("-n", "--iters")) { o->iters = atoi(v); if (o->iters < 1) goto bad; }
         else if (IS("-w", "--warmup_iters")) { o->warmup = atoi(v); if (o->warmup < 0) goto bad; }
