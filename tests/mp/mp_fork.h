@@ -17,6 +17,18 @@
 
 typedef int (*mp_fn)(int index, void *arg);
 
+/* In a child (its index named idx): when cond is false, say where and why
+ * on stderr and end the child with status 1. */
+#define CREQ(cond, ...)                                                                \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "child %d: %s:%d: %s: ", idx, __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+            return 1;                                                                  \
+        }                                                                              \
+    } while (0)
+
 /* Fork n children; child i gets RANK=ranks[i] (or i when ranks is NULL) and
  * WORLD_SIZE=worlds[i] (or world).  Returns 0 and fills status[i] with each
  * child's wait status; children still alive after timeout_s are killed.

@@ -13,16 +13,6 @@
 #include "mp/mp_fork.h"
 #include "rpc/rpc_internal.h"
 
-#define CREQ(cond, ...)                                                                \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "child %d: %s:%d: %s: ", idx, __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                       \
-            return 1;                                                                  \
-        }                                                                              \
-    } while (0)
-
 static spmd_status h_noop(spmd_rpc_call *c, void *ctx) {
     (void)c, (void)ctx;
     return SPMD_OK;

@@ -15,16 +15,6 @@
 #include "group/group_internal.h"
 #include "rpc/rpc_internal.h"
 
-#define CREQ(cond, ...)                                                                \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "child %d: %s:%d: %s: ", idx, __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                       \
-            return 1;                                                                  \
-        }                                                                              \
-    } while (0)
-
 static spmd_status h_echo(spmd_rpc_call *c, void *ctx) {
     (void)ctx;
     const spmd_rpc_tensor *t = spmd_rpc_msg_tensor(spmd_rpc_call_args(c), 0);
