@@ -151,6 +151,15 @@ SPMD_AUTH_TOKEN=$SECRET_B SPMD_TIMEOUT=10 slurm 1 --model mlp $Q --steps 2 >/dev
 wait $JOIN0
 has join1.err "spmd-train: rank 1: cannot join the group"
 grep -q "protocol violation" "$TMP/join1.err" && fail "a refused join is called a protocol violation"
+# the same with torchrun's variables
+PORT=$(free_port)
+torchrun_env() { env RANK=$1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT SPMD_TIMEOUT=10 OMP_NUM_THREADS=1 SPMD_AUTH_TOKEN=$2 "$TRAIN" --model mlp $Q --steps 2; }
+torchrun_env 0 "$SECRET_A" >/dev/null 2>"$TMP/tjoin0.err" &
+JOIN0=$!
+torchrun_env 1 "$SECRET_B" >/dev/null 2>"$TMP/tjoin1.err"
+wait $JOIN0
+has tjoin1.err "spmd-train: rank 1: cannot join the group"
+grep -q "protocol violation" "$TMP/tjoin1.err" && fail "a refused join is called a protocol violation"
 
 # 8. the temporaries of killed saves go at the next resume; a live writer's stay
 cp "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors"
