@@ -39,20 +39,21 @@ static int evaluate(ptrainer *t, int epoch, long step, float *x, int *y, double 
     size_t n = train_data_len(&t->d[1]), batches = n / ((size_t)B * dp);
     double hits[2] = {0, 0};
     size_t *idx = malloc(sizeof(size_t) * (size_t)B);
-    if (!idx) return report_fail(t->rank, "evaluation", SPMD_ERR_NOMEM, NULL);
+    float *logits = malloc(sizeof(float) * (size_t)B * 10);   /* the pipeline's output */
+    if (!idx || !logits) {
+        free(idx), free(logits);
+        return report_fail(t->rank, "evaluation", SPMD_ERR_NOMEM, NULL);
+    }
     if (t->pipe) spmd_pipe_train(t->pipe, 0);
     else spmd_model_train(t->model, 0);
     int rc = 0;
     for (size_t b = 0; b < batches && !rc; b++) {
         for (int i = 0; i < B; i++) idx[i] = (b * dp + (size_t)t->mesh.d) * B + (size_t)i;
         train_data_fill(&t->d[1], idx, (size_t)B, 0, 0, 0, x, y);
-        const float *lg = NULL;
-        float *logits = NULL;
+        const float *lg = logits;
         if (t->pipe) {
-            logits = malloc(sizeof(float) * (size_t)B * 10);
-            if (!logits || spmd_pipe_forward(t->pipe, x, B, logits))
-                rc = report_fail(t->rank, "evaluation", SPMD_ERR_NOMEM, logits ? spmd_pipe_errmsg(t->pipe) : NULL);
-            lg = logits;
+            if (spmd_pipe_forward(t->pipe, x, B, logits))
+                rc = report_fail(t->rank, "evaluation", SPMD_ERR_INVALID, spmd_pipe_errmsg(t->pipe));
         } else {
             spmd_status st = spmd_model_forward(t->model, x, B, &lg);
             if (st) rc = report_fail(t->rank, "evaluation", st, NULL);
@@ -63,8 +64,8 @@ static int evaluate(ptrainer *t, int epoch, long step, float *x, int *y, double 
             hits[0] += c;
             hits[1] += B;
         }
-        free(logits);
     }
+    free(logits);
     free(idx);
     if (t->pipe) spmd_pipe_train(t->pipe, 1);
     else spmd_model_train(t->model, 1);
