@@ -136,6 +136,8 @@ int main(void) {
     char *const pipe_save[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--tp", "2",
                                "--save-model", p1, NULL};
     CHECK(run(1, pipe_save) != 0 && log_has("a state_dict is the whole model"));
+    char *const nopipe[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--schedule", "gpipe", NULL};
+    CHECK(run(1, nopipe) != 0 && log_has("--schedule schedules a pipeline: it needs --pp 2 or more"));
     unlink(p1), unlink(p2), unlink(pz), unlink(mz);
     /* bad input */
     char *const mb[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--microbatches", "3",

@@ -199,7 +199,7 @@ int train_parse_args(int argc, char **argv, options *o) {
     o->pp = o->tp = 1;
     o->microbatches = 4;
     o->schedule = SPMD_SCHEDULE_1F1B;
-    int seen_sync = 0, seen_mb = 0;
+    int seen_sync = 0, seen_mb = 0, seen_schedule = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -284,6 +284,7 @@ int train_parse_args(int argc, char **argv, options *o) {
                     bad = -1;
                 }
             } else if (strcmp(a, "--schedule") == 0) {
+                seen_schedule = 1;
                 if (spmd_schedule_parse(v, &o->schedule) != SPMD_OK) {
                     fprintf(stderr, "spmd-train: --schedule must be gpipe or 1f1b, got '%s'\n", v);
                     bad = -1;
@@ -313,6 +314,11 @@ int train_parse_args(int argc, char **argv, options *o) {
     }
     if (o->batch % o->microbatches != 0 && (o->pp > 1 || seen_mb)) {
         fprintf(stderr, "spmd-train: --microbatches %d does not divide --batch-size %d\n", o->microbatches, o->batch);
+        return -1;
+    }
+    if ((seen_mb || seen_schedule) && o->pp == 1) {
+        fprintf(stderr, "spmd-train: %s schedules a pipeline: it needs --pp 2 or more (see --help)\n",
+                seen_mb ? "--microbatches" : "--schedule");
         return -1;
     }
     if (train_is_parallel(o) && check_parallel(o, seen_sync)) return -1;
