@@ -68,7 +68,7 @@ static void usage(FILE *f) {
         "\n"
         "Model parallelism (--pp or --tp > 1, or --zero; the world is dp x pp x tp, docs/PARALLEL.md):\n"
         "  --pp N               pipeline stages                          (1)\n"
-        "  --schedule S         gpipe | 1f1b                             (1f1b)\n"
+        "  --schedule S         gpipe | 1f1b (with --pp 2 or more)        (1f1b)\n"
         "  --microbatches M     micro-batches per step, must divide --batch-size  (4)\n"
         "  --tp N               tensor-parallel ranks (mlp, cnn: fc1 column-, fc2 row-parallel) (1)\n"
         "  --zero               ZeRO-1: optimizer state sharded over the data-parallel group\n"
