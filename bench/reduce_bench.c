@@ -6,7 +6,7 @@
  * and 64 MiB (memory), prints GB/s of dst: bytes of dst / time of one call,
  * the median of 7 trials, each trial timing enough calls to last ~25 ms.  The
  * streaming reference for f32 sum on the reference machine is ~8.8 GB/s of x
- * (docs/PERFORMANCE.md, Reference figures). */
+ * (docs/performance-log.md, Reference figures). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -86,7 +86,7 @@ static const algo_row TABLE[] = {
      * host index across them, gather within each */
     {SPMD__C_ALL_REDUCE,     "hier",      spmd__allreduce_hier,        0,         ANY_SIZE,       4, ANY_WORLD HIER},
     /* a group over MPI, w = 2, rows good over both of Open MPI 4.1's paths
-     * (bench/mpi_overhead -a rd,rhd,ring; docs/PERFORMANCE.md): rd, one
+     * (bench/mpi_overhead -a rd,rhd,ring; docs/performance-log.md): rd, one
      * exchange of the whole buffer, is fastest over shared memory to 512 KiB
      * and over TCP everywhere but at 64 KiB, where the whole buffer just
      * misses TCP's eager limit and rhd's halves do not (29 us against rd's

@@ -1,7 +1,7 @@
 /* src/group/recorder.h — a group's flight recorder: its last operations in
  * two ring buffers (collectives, point-to-point), filled as they are issued,
  * started and finished, at the cost of a few stores each (times come from the
- * progress thread's clock; docs/PERFORMANCE.md has the measurement).
+ * progress thread's clock; docs/performance-log.md has the measurement).
  *
  * The record is written (flight_record.h's format) to
  * $SPMD_RECORDER_DIR/<group>.<rank>.rec

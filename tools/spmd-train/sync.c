@@ -15,7 +15,7 @@
  * one bucket that can only start when backward ends; at 1 MiB its fc1 weight
  * gradient (2.36 MB) is reduced while the convolutions' backward runs.  Over
  * a 2 Gbit/s link 1 MiB was 12-20 % faster; on loopback, where both cores are
- * busy anyway, 2-3 % slower (docs/PERFORMANCE.md, DDP training). */
+ * busy anyway, 2-3 % slower (docs/performance-log.md, DDP training). */
 const double DEFAULT_BUCKET_CAP_MB = 1.0;
 
 void sync_set_err_group(trainer *t) {
