@@ -50,6 +50,10 @@ struct spmd_group {
     int *parent_ranks;            /* [world] rank in parent (subgroups only) */
     int subgroup_counter;
 
+    /* recovery in place (shrink.c) */
+    int epoch;                    /* 0 at init, one more per shrink */
+    int shrink_attempts;          /* spmd_group_shrink calls on this group (collective: alike on survivors) */
+
     /* last error message of a call on this group */
     pthread_mutex_t err_mu;
     char errmsg[SPMD__ERRLEN];

@@ -1,0 +1,358 @@
+/* shrink.c — recovery in place: the survivors of a failed group agree on who
+ * is gone and form a new group of themselves (docs/RELIABILITY.md, "Recovery
+ * in place").
+ *
+ *   1. register    each survivor sets shrink<e>/alive/<rank> under the old
+ *                  group's prefix, then waits until every other rank has
+ *                  registered or is seen gone by the local detector
+ *                  (transport/liveness.c: its connection closed, or the
+ *                  failure blamed it for a death or a silence)
+ *   2. agree       the first survivor done proposes the registered set with
+ *                  one compare-and-set on shrink<e>/members; the store orders
+ *                  proposals, so everyone reads the same decision
+ *   3. ready       members announce shrink<e>/ready/<rank> and wait for each
+ *                  other, failing at once naming a member that died meanwhile
+ *   4. form        a fresh mesh under <prefix>e<e>/ with a new job id: every
+ *                  hello carries it, so nothing of an older epoch gets in
+ *
+ * e counts the calls on the old group (collective, so alike on survivors):
+ * a shrink that failed because a member died in it is simply called again. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "group_internal.h"
+#include "transport/liveness.h"
+
+enum { R_UNKNOWN = 0, R_IN, R_GONE };
+
+#define SHRINK_POLL_MS 100 /* how often a wait on the store looks at the detector */
+
+int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max) {
+    if (!g) return 0;
+    return spmd__mesh_failed_ranks((spmd__mesh *)&g->t, ranks, max);
+}
+
+int spmd_group_epoch(const spmd_group *g) { return g ? g->epoch : -1; }
+
+/* "0,1,3" for the ranks marked R_IN. */
+static void format_set(const char *state, int world, char *out, size_t outlen) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int r = 0; r < world && used + 12 < outlen; r++)
+        if (state[r] == R_IN) used += (size_t)snprintf(out + used, outlen - used, "%s%d", used ? "," : "", r);
+}
+
+/* Parse a decision written by some survivor: ascending ranks of the old
+ * group.  Returns how many, or -1 when it is not one. */
+static int parse_set(const char *s, size_t len, int world, int *out) {
+    int n = 0, prev = -1;
+    const char *p = s, *end = s + len;
+    while (p < end) {
+        char *e = NULL;
+        long v = strtol(p, &e, 10);
+        if (e == p || v <= prev || v >= world || n >= world) return -1;
+        out[n++] = prev = (int)v;
+        p = e;
+        if (p < end && *p++ != ',') return -1;
+    }
+    return n;
+}
+
+/* Wait until every rank r with state[r] == R_UNKNOWN has set key
+ * "shrink<e>/<what>/<r>" (then R_IN) or is gone (R_GONE; so is `blamed`,
+ * -1 for none, unless it set its key).  A key set wins over the detector: a
+ * member that went on and left the old group had set it first. */
+static spmd_status await_keys(spmd_group *g, int epoch, const char *what, char *state, int blamed, int64_t deadline,
+                              char *err, size_t errlen) {
+    char key[64];
+    for (;;) {
+        int pending = -1;
+        for (int r = 0; r < g->world; r++) {
+            if (state[r] != R_UNKNOWN) continue;
+            snprintf(key, sizeof key, "shrink%d/%s/%d", epoch, what, r);
+            void *v = NULL;
+            size_t vl = 0;
+            spmd_status st = spmd_store_try_get(g->store, key, &v, &vl);
+            free(v);
+            if (st == SPMD_OK) state[r] = R_IN;
+            else if (st != SPMD_ERR_NOTFOUND)
+                return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
+                                  spmd_store_errmsg(g->store));
+            else if (r == blamed || spmd__mesh_peer_gone(&g->t, r)) state[r] = R_GONE;
+            else if (pending < 0) pending = r;
+        }
+        if (pending < 0) return SPMD_OK;
+        int left = spmd__remaining_ms(deadline);
+        if (left == 0)
+            return spmd__fail(err, errlen, SPMD_ERR_TIMEOUT,
+                              "rank %d timed out waiting for rank %d to join the shrink (alive, but not calling "
+                              "spmd_group_shrink?)", g->rank, pending);
+        snprintf(key, sizeof key, "shrink%d/%s/%d", epoch, what, pending);
+        const char *keys[1] = {key};
+        int slice = left > 0 && left < SHRINK_POLL_MS ? left : SHRINK_POLL_MS;
+        spmd_status st = spmd_store_wait(g->store, keys, 1, slice);
+        if (st && st != SPMD_ERR_TIMEOUT)
+            return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
+                              spmd_store_errmsg(g->store));
+    }
+}
+
+/* Steps 1 and 2: the members of epoch `epoch`, ascending, into members[]. */
+static int agree_members(spmd_group *g, int epoch, int *members, int64_t deadline, spmd_status *stp, char *err,
+                         size_t errlen) {
+    char key[64], val[16];
+    char *state = calloc((size_t)g->world, 1);
+    char *set = malloc((size_t)g->world * 12 + 1);
+    int n = -1;
+    if (!state || !set) {
+        *stp = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* the rank blamed for a death or a silence is not waited for (a
+     * mismatch or an abort blames a rank that is alive) */
+    int blamed = -1, why = atomic_load(&g->t.failed);
+    if (why == SPMD_ERR_REMOTE || why == SPMD_ERR_TIMEOUT) {
+        pthread_mutex_lock(&g->t.fail_mu);
+        blamed = g->t.fail_culprit;
+        pthread_mutex_unlock(&g->t.fail_mu);
+    }
+    state[g->rank] = R_IN;
+    snprintf(key, sizeof key, "shrink%d/alive/%d", epoch, g->rank);
+    snprintf(val, sizeof val, "1");
+    spmd_status st = spmd_store_set(g->store, key, val, 1);
+    if (st) {
+        *stp = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
+                          spmd_store_errmsg(g->store));
+        goto out;
+    }
+    if ((*stp = await_keys(g, epoch, "alive", state, blamed == g->rank ? -1 : blamed, deadline, err, errlen)))
+        goto out;
+    format_set(state, g->world, set, (size_t)g->world * 12 + 1);
+    snprintf(key, sizeof key, "shrink%d/members", epoch);
+    void *cur = NULL;
+    size_t curlen = 0;
+    st = spmd_store_compare_set(g->store, key, NULL, 0, set, strlen(set), &cur, &curlen);
+    if (st) {
+        *stp = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
+                          spmd_store_errmsg(g->store));
+        goto out;
+    }
+    n = parse_set(cur, curlen, g->world, members);
+    if (n < 1) {
+        *stp = spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "rank %d: the store holds a bad shrink decision '%.*s'",
+                          g->rank, (int)(curlen > 60 ? 60 : curlen), (const char *)cur);
+        n = -1;
+    }
+    free(cur);
+out:
+    free(state);
+    free(set);
+    return n;
+}
+
+/* Step 3: every member announces itself ready and waits for the others; a
+ * member gone meanwhile fails the shrink at once, naming it. */
+static spmd_status await_ready(spmd_group *g, int epoch, const int *members, int n, int64_t deadline, char *err,
+                               size_t errlen) {
+    char key[64];
+    char *state = malloc((size_t)g->world);
+    if (!state) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    memset(state, R_IN, (size_t)g->world); /* non-members: nothing to wait for */
+    for (int i = 0; i < n; i++) state[members[i]] = R_UNKNOWN;
+    state[g->rank] = R_IN;
+    snprintf(key, sizeof key, "shrink%d/ready/%d", epoch, g->rank);
+    spmd_status st = spmd_store_set(g->store, key, "1", 1);
+    if (st) st = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, spmd_store_errmsg(g->store));
+    if (!st) st = await_keys(g, epoch, "ready", state, -1, deadline, err, errlen);
+    for (int r = 0; !st && r < g->world; r++)
+        if (state[r] == R_GONE)
+            st = spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d died during the shrink to epoch %d", r, epoch);
+    free(state);
+    return st;
+}
+
+/* The store prefix of the group's lineage (without a shrink's "e<N>/"). */
+static void base_prefix(const spmd_group *g, char *out, size_t outlen) {
+    snprintf(out, outlen, "%s", g->store_prefix);
+    if (g->epoch <= 0) return;
+    size_t n = strlen(out);
+    if (n < 3 || out[n - 1] != '/') return;
+    size_t i = n - 1;
+    while (i > 0 && out[i - 1] >= '0' && out[i - 1] <= '9') i--;
+    if (i > 0 && i < n - 1 && out[i - 1] == 'e') out[i - 1] = 0;
+}
+
+/* Step 4 runs on a thread of its own while the caller watches the members:
+ * the mesh's formation waits for every member until the deadline, and a
+ * member that dies in it would otherwise hold everyone there.  The caller
+ * then gives up at once, naming it; the thread ends by itself at the
+ * deadline and frees what it built (the `abandoned` side frees `f`). */
+typedef struct {
+    spmd_group *s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, abandoned;
+    spmd_status st;
+    char err[SPMD__ERRLEN];
+} formation;
+
+static void formation_free(formation *f) {
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+}
+
+static void unbuilt_free(spmd_group *s) {
+    spmd__exec_stop(s);
+    spmd__p2p_stop(&s->t);
+    spmd__group_free_sub(s);
+}
+
+static void *formation_main(void *arg) {
+    formation *f = arg;
+    char err[SPMD__ERRLEN] = "";
+    spmd_status st = spmd__group_connect(f->s, f->s->bind_host, err, sizeof err);
+    pthread_mutex_lock(&f->mu);
+    int abandoned = f->abandoned;
+    f->st = st;
+    snprintf(f->err, sizeof f->err, "%s", err);
+    f->done = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    if (abandoned) { /* nobody waits for it any more */
+        unbuilt_free(f->s);
+        formation_free(f);
+    }
+    return NULL;
+}
+
+/* Wait for the formation; SPMD_OK with f done, or the error naming a member
+ * gone meanwhile (then f is the thread's to free). */
+static spmd_status await_formation(spmd_group *g, formation *f, int epoch, const int *members, int n, char *err,
+                                   size_t errlen) {
+    pthread_mutex_lock(&f->mu);
+    while (!f->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SHRINK_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+        if (f->done) break;
+        for (int i = 0; i < n; i++)
+            if (members[i] != g->rank && spmd__mesh_peer_gone(&g->t, members[i])) {
+                f->abandoned = 1;
+                pthread_mutex_unlock(&f->mu);
+                return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
+                                  "rank %d died during the shrink to epoch %d (while the survivors formed it)",
+                                  members[i], epoch);
+            }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return SPMD_OK;
+}
+
+/* Step 4: the new group of the members, this rank being members[me]. */
+static spmd_status form(spmd_group *g, int epoch, int *members, int n, int me, spmd_group **out, char *err,
+                        size_t errlen) {
+    spmd_group *s = spmd__group_alloc_sub(me, n);
+    if (!s) {
+        free(members);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    }
+    s->parent_ranks = members;
+    s->epoch = epoch;
+    s->timeout_ms = g->timeout_ms;
+    s->local_rank = g->local_rank;
+    s->local_world = g->local_world < n ? g->local_world : n;
+    snprintf(s->name, sizeof s->name, "%s", g->name);
+    snprintf(s->bind_host, sizeof s->bind_host, "%s", g->bind_host);
+    char base[sizeof g->store_prefix];
+    base_prefix(g, base, sizeof base);
+    snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, epoch);
+    if (g->store_root) {
+        /* A connection of its own: the old group may go first, and a
+         * formation given up on (below) blocks no one else's store calls. */
+        char inner[SPMD__ERRLEN] = "out of memory";
+        spmd_status st = spmd_store_reconnect(g->store_root, &s->store_root, inner, sizeof inner);
+        if (!st) s->own_store_client = 1;
+        if (!st) st = spmd_store_prefixed(s->store_root, s->store_prefix, &s->store);
+        if (st) {
+            unbuilt_free(s);
+            return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, inner);
+        }
+    }
+    formation *f = calloc(1, sizeof *f);
+    pthread_t th;
+    if (!f) {
+        unbuilt_free(s);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    }
+    f->s = s;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    if (pthread_create(&th, NULL, formation_main, f) != 0) {
+        formation_free(f);
+        unbuilt_free(s);
+        return spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "cannot start a thread");
+    }
+    spmd_status st = await_formation(g, f, epoch, s->parent_ranks, n, err, errlen);
+    if (st) {
+        pthread_detach(th);
+        return st;
+    }
+    pthread_join(th, NULL);
+    st = f->st;
+    if (st) {
+        spmd__fail(err, errlen, st, "forming epoch %d (rank %d of %d): %s", epoch, me, n, f->err);
+        formation_free(f);
+        unbuilt_free(s);
+        return st;
+    }
+    formation_free(f);
+    /* the rank hosting the store keeps serving it for the new group */
+    s->store_server = g->store_server;
+    g->store_server = NULL;
+    *out = s;
+    return SPMD_OK;
+}
+
+spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen) {
+    if (!g || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_shrink: NULL group or out");
+    if (g->t.ext)
+        return spmd__fail(err, errlen, SPMD_ERR_UNSUPPORTED,
+                          "spmd_group_shrink: a group over MPI cannot shrink (use ULFM's MPIX_Comm_shrink)");
+    if (g->world > 1 && !g->store) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_shrink: the group has no store");
+    /* Revoke first: every survivor still using g is sent here too. */
+    if (!atomic_load(&g->t.failed))
+        spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d is shrinking the group", g->rank);
+    int epoch = g->epoch + ++g->shrink_attempts;
+    int64_t deadline = spmd__group_deadline(g);
+    int *members = malloc(sizeof(int) * (size_t)g->world);
+    if (!members) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    spmd_status st = SPMD_OK;
+    int n = 1;
+    members[0] = 0;
+    if (g->world > 1 && (n = agree_members(g, epoch, members, deadline, &st, err, errlen)) < 0) {
+        free(members);
+        return st;
+    }
+    int me = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == g->rank) me = i;
+    if (me < 0) {
+        free(members);
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
+                          "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
+                          "without it", g->rank, epoch);
+    }
+    if (n > 1 && (st = await_ready(g, epoch, members, n, deadline, err, errlen))) {
+        free(members);
+        return st;
+    }
+    return form(g, epoch, members, n, me, out, err, errlen);
+}
