@@ -263,9 +263,11 @@ int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max);
  * (spmd_group_parent_rank(*out, r) is new rank r's rank in g) and the next
  * epoch.  g is revoked first if it has not failed.  A rank the others decided
  * without (stopped past the heartbeat timeout, say) gets SPMD_ERR_REMOTE
- * saying so.  When a rank dies during the shrink, every survivor fails naming
- * it and may call spmd_group_shrink(g) again.  Destroy g and *out in any
- * order.  Not for groups over MPI (SPMD_ERR_UNSUPPORTED). */
+ * saying so.  A rank dying during the shrink, or the store dying with its
+ * host (the survivors then meet on the standby store the next rank keeps),
+ * starts the next attempt by itself; the call fails only at the deadline.
+ * Destroy g and *out in any order.  Not for groups over MPI
+ * (SPMD_ERR_UNSUPPORTED). */
 spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen);
 /* 0 for a group made by spmd_group_init; one more per shrink. */
 int spmd_group_epoch(const spmd_group *g);

@@ -15,8 +15,10 @@
  *   4. form        a fresh mesh under <prefix>e<e>/ with a new job id: every
  *                  hello carries it, so nothing of an older epoch gets in
  *
- * e counts the calls on the old group (collective, so alike on survivors):
- * a shrink that failed because a member died in it is simply called again. */
+ * e counts the attempts on the old group.  An attempt a member died in, or
+ * whose store died (its host was a member: the survivors move to the standby
+ * store, standby.c), or that another survivor already left for the next one,
+ * is followed by the next attempt, until one forms or the deadline passes. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,24 @@
 enum { R_UNKNOWN = 0, R_IN, R_GONE };
 
 #define SHRINK_POLL_MS 100 /* how often a wait on the store looks at the detector */
+
+/* One attempt: the old group, the store the survivors meet in (the group's,
+ * or the standby when the group's is gone), and whether a failure of this
+ * attempt is worth the next one. */
+typedef struct {
+    spmd_group *g;
+    spmd_store *rv, *rv_root;
+    int on_standby;
+    int epoch;
+    int64_t deadline;
+    int retry;
+} attempt;
+
+static spmd_status store_gone(attempt *a, char *err, size_t errlen) {
+    a->retry = 1; /* the next attempt looks for the standby */
+    return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d: the store is unreachable: %s", a->g->rank,
+                      spmd_store_errmsg(a->rv));
+}
 
 int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max) {
     if (!g) return 0;
@@ -64,45 +84,52 @@ static int parse_set(const char *s, size_t len, int world, int *out) {
  * "shrink<e>/<what>/<r>" (then R_IN) or is gone (R_GONE; so is `blamed`,
  * -1 for none, unless it set its key).  A key set wins over the detector: a
  * member that went on and left the old group had set it first. */
-static spmd_status await_keys(spmd_group *g, int epoch, const char *what, char *state, int blamed, int64_t deadline,
-                              char *err, size_t errlen) {
+static spmd_status await_keys(attempt *a, const char *what, char *state, int blamed, char *err, size_t errlen) {
+    spmd_group *g = a->g;
     char key[64];
     for (;;) {
         int pending = -1;
         for (int r = 0; r < g->world; r++) {
             if (state[r] != R_UNKNOWN) continue;
-            snprintf(key, sizeof key, "shrink%d/%s/%d", epoch, what, r);
+            snprintf(key, sizeof key, "shrink%d/%s/%d", a->epoch, what, r);
             void *v = NULL;
             size_t vl = 0;
-            spmd_status st = spmd_store_try_get(g->store, key, &v, &vl);
+            spmd_status st = spmd_store_try_get(a->rv, key, &v, &vl);
             free(v);
             if (st == SPMD_OK) state[r] = R_IN;
-            else if (st != SPMD_ERR_NOTFOUND)
-                return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
-                                  spmd_store_errmsg(g->store));
+            else if (st != SPMD_ERR_NOTFOUND) return store_gone(a, err, errlen);
             else if (r == blamed || spmd__mesh_peer_gone(&g->t, r)) state[r] = R_GONE;
             else if (pending < 0) pending = r;
         }
         if (pending < 0) return SPMD_OK;
-        int left = spmd__remaining_ms(deadline);
+        /* a survivor already in the next attempt will not come to this one */
+        snprintf(key, sizeof key, "shrink%d/alive/%d", a->epoch + 1, pending);
+        void *v = NULL;
+        size_t vl = 0;
+        spmd_status st = spmd_store_try_get(a->rv, key, &v, &vl);
+        free(v);
+        if (st == SPMD_OK) {
+            a->retry = 1;
+            return spmd__fail(err, errlen, SPMD_ERR_AGAIN, "rank %d went on to the next attempt", pending);
+        }
+        int left = spmd__remaining_ms(a->deadline);
         if (left == 0)
             return spmd__fail(err, errlen, SPMD_ERR_TIMEOUT,
                               "rank %d timed out waiting for rank %d to join the shrink (alive, but not calling "
                               "spmd_group_shrink?)", g->rank, pending);
-        snprintf(key, sizeof key, "shrink%d/%s/%d", epoch, what, pending);
+        snprintf(key, sizeof key, "shrink%d/%s/%d", a->epoch, what, pending);
         const char *keys[1] = {key};
         int slice = left > 0 && left < SHRINK_POLL_MS ? left : SHRINK_POLL_MS;
-        spmd_status st = spmd_store_wait(g->store, keys, 1, slice);
-        if (st && st != SPMD_ERR_TIMEOUT)
-            return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
-                              spmd_store_errmsg(g->store));
+        st = spmd_store_wait(a->rv, keys, 1, slice);
+        if (st && st != SPMD_ERR_TIMEOUT) return store_gone(a, err, errlen);
     }
 }
 
-/* Steps 1 and 2: the members of epoch `epoch`, ascending, into members[]. */
-static int agree_members(spmd_group *g, int epoch, int *members, int64_t deadline, spmd_status *stp, char *err,
-                         size_t errlen) {
-    char key[64], val[16];
+/* Steps 1 and 2: the members of this attempt, ascending, into members[];
+ * their number, or -1 (*stp says why). */
+static int agree_members(attempt *a, int *members, spmd_status *stp, char *err, size_t errlen) {
+    spmd_group *g = a->g;
+    char key[64];
     char *state = calloc((size_t)g->world, 1);
     char *set = malloc((size_t)g->world * 12 + 1);
     int n = -1;
@@ -119,24 +146,18 @@ static int agree_members(spmd_group *g, int epoch, int *members, int64_t deadlin
         pthread_mutex_unlock(&g->t.fail_mu);
     }
     state[g->rank] = R_IN;
-    snprintf(key, sizeof key, "shrink%d/alive/%d", epoch, g->rank);
-    snprintf(val, sizeof val, "1");
-    spmd_status st = spmd_store_set(g->store, key, val, 1);
-    if (st) {
-        *stp = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
-                          spmd_store_errmsg(g->store));
+    snprintf(key, sizeof key, "shrink%d/alive/%d", a->epoch, g->rank);
+    if (spmd_store_set(a->rv, key, "1", 1)) {
+        *stp = store_gone(a, err, errlen);
         goto out;
     }
-    if ((*stp = await_keys(g, epoch, "alive", state, blamed == g->rank ? -1 : blamed, deadline, err, errlen)))
-        goto out;
+    if ((*stp = await_keys(a, "alive", state, blamed == g->rank ? -1 : blamed, err, errlen))) goto out;
     format_set(state, g->world, set, (size_t)g->world * 12 + 1);
-    snprintf(key, sizeof key, "shrink%d/members", epoch);
+    snprintf(key, sizeof key, "shrink%d/members", a->epoch);
     void *cur = NULL;
     size_t curlen = 0;
-    st = spmd_store_compare_set(g->store, key, NULL, 0, set, strlen(set), &cur, &curlen);
-    if (st) {
-        *stp = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank,
-                          spmd_store_errmsg(g->store));
+    if (spmd_store_compare_set(a->rv, key, NULL, 0, set, strlen(set), &cur, &curlen)) {
+        *stp = store_gone(a, err, errlen);
         goto out;
     }
     n = parse_set(cur, curlen, g->world, members);
@@ -153,22 +174,23 @@ out:
 }
 
 /* Step 3: every member announces itself ready and waits for the others; a
- * member gone meanwhile fails the shrink at once, naming it. */
-static spmd_status await_ready(spmd_group *g, int epoch, const int *members, int n, int64_t deadline, char *err,
-                               size_t errlen) {
+ * member gone meanwhile ends the attempt at once, naming it. */
+static spmd_status await_ready(attempt *a, const int *members, int n, char *err, size_t errlen) {
+    spmd_group *g = a->g;
     char key[64];
     char *state = malloc((size_t)g->world);
     if (!state) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     memset(state, R_IN, (size_t)g->world); /* non-members: nothing to wait for */
     for (int i = 0; i < n; i++) state[members[i]] = R_UNKNOWN;
     state[g->rank] = R_IN;
-    snprintf(key, sizeof key, "shrink%d/ready/%d", epoch, g->rank);
-    spmd_status st = spmd_store_set(g->store, key, "1", 1);
-    if (st) st = spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, spmd_store_errmsg(g->store));
-    if (!st) st = await_keys(g, epoch, "ready", state, -1, deadline, err, errlen);
+    snprintf(key, sizeof key, "shrink%d/ready/%d", a->epoch, g->rank);
+    spmd_status st = spmd_store_set(a->rv, key, "1", 1) ? store_gone(a, err, errlen) : SPMD_OK;
+    if (!st) st = await_keys(a, "ready", state, -1, err, errlen);
     for (int r = 0; !st && r < g->world; r++)
-        if (state[r] == R_GONE)
-            st = spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d died during the shrink to epoch %d", r, epoch);
+        if (state[r] == R_GONE) {
+            a->retry = 1;
+            st = spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d died during the shrink to epoch %d", r, a->epoch);
+        }
     free(state);
     return st;
 }
@@ -214,6 +236,7 @@ static void *formation_main(void *arg) {
     formation *f = arg;
     char err[SPMD__ERRLEN] = "";
     spmd_status st = spmd__group_connect(f->s, f->s->bind_host, err, sizeof err);
+    if (!st) st = spmd__group_standby_start(f->s, err, sizeof err); /* the new group's own standby */
     pthread_mutex_lock(&f->mu);
     int abandoned = f->abandoned;
     f->st = st;
@@ -230,8 +253,7 @@ static void *formation_main(void *arg) {
 
 /* Wait for the formation; SPMD_OK with f done, or the error naming a member
  * gone meanwhile (then f is the thread's to free). */
-static spmd_status await_formation(spmd_group *g, formation *f, int epoch, const int *members, int n, char *err,
-                                   size_t errlen) {
+static spmd_status await_formation(attempt *a, formation *f, const int *members, int n, char *err, size_t errlen) {
     pthread_mutex_lock(&f->mu);
     while (!f->done) {
         struct timespec ts;
@@ -244,45 +266,57 @@ static spmd_status await_formation(spmd_group *g, formation *f, int epoch, const
         pthread_cond_timedwait(&f->cv, &f->mu, &ts);
         if (f->done) break;
         for (int i = 0; i < n; i++)
-            if (members[i] != g->rank && spmd__mesh_peer_gone(&g->t, members[i])) {
+            if (members[i] != a->g->rank && spmd__mesh_peer_gone(&a->g->t, members[i])) {
                 f->abandoned = 1;
                 pthread_mutex_unlock(&f->mu);
+                a->retry = 1;
                 return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
                                   "rank %d died during the shrink to epoch %d (while the survivors formed it)",
-                                  members[i], epoch);
+                                  members[i], a->epoch);
             }
     }
     pthread_mutex_unlock(&f->mu);
     return SPMD_OK;
 }
 
+/* The rank of the members hosting the store the new group meets in. */
+static int new_store_host(const attempt *a, const int *members, int n) {
+    const spmd_group *g = a->g;
+    int old = g->store_host < 0 ? -1 : a->on_standby ? (g->store_host + 1) % g->world : g->store_host;
+    for (int i = 0; old >= 0 && i < n; i++)
+        if (members[i] == old) return i;
+    return -1;
+}
+
 /* Step 4: the new group of the members, this rank being members[me]. */
-static spmd_status form(spmd_group *g, int epoch, int *members, int n, int me, spmd_group **out, char *err,
-                        size_t errlen) {
+static spmd_status form(attempt *a, int *members, int n, int me, spmd_group **out, char *err, size_t errlen) {
+    spmd_group *g = a->g;
     spmd_group *s = spmd__group_alloc_sub(me, n);
     if (!s) {
         free(members);
         return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     }
     s->parent_ranks = members;
-    s->epoch = epoch;
+    s->epoch = a->epoch;
     s->timeout_ms = g->timeout_ms;
     s->local_rank = g->local_rank;
     s->local_world = g->local_world < n ? g->local_world : n;
+    s->store_host = new_store_host(a, members, n);
     snprintf(s->name, sizeof s->name, "%s", g->name);
     snprintf(s->bind_host, sizeof s->bind_host, "%s", g->bind_host);
     char base[sizeof g->store_prefix];
     base_prefix(g, base, sizeof base);
-    snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, epoch);
-    if (g->store_root) {
+    snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, a->epoch);
+    if (a->rv_root) {
         /* A connection of its own: the old group may go first, and a
          * formation given up on (below) blocks no one else's store calls. */
         char inner[SPMD__ERRLEN] = "out of memory";
-        spmd_status st = spmd_store_reconnect(g->store_root, &s->store_root, inner, sizeof inner);
+        spmd_status st = spmd_store_reconnect(a->rv_root, &s->store_root, inner, sizeof inner);
         if (!st) s->own_store_client = 1;
         if (!st) st = spmd_store_prefixed(s->store_root, s->store_prefix, &s->store);
         if (st) {
             unbuilt_free(s);
+            a->retry = 1;
             return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, inner);
         }
     }
@@ -300,7 +334,7 @@ static spmd_status form(spmd_group *g, int epoch, int *members, int n, int me, s
         unbuilt_free(s);
         return spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "cannot start a thread");
     }
-    spmd_status st = await_formation(g, f, epoch, s->parent_ranks, n, err, errlen);
+    spmd_status st = await_formation(a, f, s->parent_ranks, n, err, errlen);
     if (st) {
         pthread_detach(th);
         return st;
@@ -308,17 +342,84 @@ static spmd_status form(spmd_group *g, int epoch, int *members, int n, int me, s
     pthread_join(th, NULL);
     st = f->st;
     if (st) {
-        spmd__fail(err, errlen, st, "forming epoch %d (rank %d of %d): %s", epoch, me, n, f->err);
+        spmd__fail(err, errlen, st, "forming epoch %d (rank %d of %d): %s", a->epoch, me, n, f->err);
         formation_free(f);
         unbuilt_free(s);
         return st;
     }
     formation_free(f);
-    /* the rank hosting the store keeps serving it for the new group */
-    s->store_server = g->store_server;
-    g->store_server = NULL;
+    /* the rank hosting the store the group met in keeps serving it */
+    if (a->on_standby) {
+        s->store_server = g->standby_server;
+        g->standby_server = NULL;
+    } else {
+        s->store_server = g->store_server;
+        g->store_server = NULL;
+    }
     *out = s;
     return SPMD_OK;
+}
+
+/* Where this attempt meets: the group's store, or the standby when the
+ * group's store is gone (its host died). */
+static spmd_status choose_store(attempt *a, spmd_store **sb_root, spmd_store **sb, char *err, size_t errlen) {
+    spmd_group *g = a->g;
+    a->rv = g->store;
+    a->rv_root = g->store_root;
+    if (*sb) { /* an earlier attempt moved already */
+        a->rv = *sb;
+        a->rv_root = *sb_root;
+        a->on_standby = 1;
+        return SPMD_OK;
+    }
+    void *v = NULL;
+    size_t vl = 0;
+    spmd_status st = spmd_store_try_get(g->store, "standby", &v, &vl);
+    free(v);
+    if (st == SPMD_OK || st == SPMD_ERR_NOTFOUND) return SPMD_OK;
+    if (!g->standby_addr[0])
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d: the store is unreachable (%s), and the group has no standby",
+                          g->rank, spmd_store_errmsg(g->store));
+    char inner[SPMD__ERRLEN];
+    if ((st = spmd__group_standby_connect(g, sb_root, sb, inner, sizeof inner)))
+        return spmd__fail(err, errlen, st, "rank %d: the store (on rank %d) is gone, and %s", g->rank, g->store_host,
+                          inner);
+    SPMD_LOGI("group %s rank %d: the store (on rank %d) is gone; the survivors meet on the standby", g->name, g->rank,
+              g->store_host);
+    a->rv = *sb;
+    a->rv_root = *sb_root;
+    a->on_standby = 1;
+    return SPMD_OK;
+}
+
+/* One attempt at epoch a->epoch. */
+static spmd_status shrink_once(attempt *a, spmd_store **sb_root, spmd_store **sb, spmd_group **out, char *err,
+                               size_t errlen) {
+    spmd_group *g = a->g;
+    spmd_status st = g->world > 1 ? choose_store(a, sb_root, sb, err, errlen) : SPMD_OK;
+    if (st) return st;
+    int *members = malloc(sizeof(int) * (size_t)g->world);
+    if (!members) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+    int n = 1;
+    members[0] = 0;
+    if (g->world > 1 && (n = agree_members(a, members, &st, err, errlen)) < 0) {
+        free(members);
+        return st;
+    }
+    int me = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == g->rank) me = i;
+    if (me < 0) {
+        free(members);
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
+                          "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
+                          "without it", g->rank, a->epoch);
+    }
+    if (n > 1 && (st = await_ready(a, members, n, err, errlen))) {
+        free(members);
+        return st;
+    }
+    return form(a, members, n, me, out, err, errlen);
 }
 
 spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen) {
@@ -330,29 +431,17 @@ spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t
     /* Revoke first: every survivor still using g is sent here too. */
     if (!atomic_load(&g->t.failed))
         spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d is shrinking the group", g->rank);
-    int epoch = g->epoch + ++g->shrink_attempts;
+    spmd_store *sb_root = NULL, *sb = NULL; /* the standby, once moved to */
     int64_t deadline = spmd__group_deadline(g);
-    int *members = malloc(sizeof(int) * (size_t)g->world);
-    if (!members) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-    spmd_status st = SPMD_OK;
-    int n = 1;
-    members[0] = 0;
-    if (g->world > 1 && (n = agree_members(g, epoch, members, deadline, &st, err, errlen)) < 0) {
-        free(members);
-        return st;
+    spmd_status st;
+    for (;;) {
+        attempt a = {.g = g, .epoch = g->epoch + ++g->shrink_attempts, .deadline = deadline};
+        st = shrink_once(&a, &sb_root, &sb, out, err, errlen);
+        if (!st || !a.retry || spmd__remaining_ms(deadline) == 0) break;
+        SPMD_LOGI("group %s rank %d: shrink to epoch %d failed (%s); trying the next", g->name, g->rank, a.epoch,
+                  err ? err : "");
     }
-    int me = -1;
-    for (int i = 0; i < n; i++)
-        if (members[i] == g->rank) me = i;
-    if (me < 0) {
-        free(members);
-        return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
-                          "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
-                          "without it", g->rank, epoch);
-    }
-    if (n > 1 && (st = await_ready(g, epoch, members, n, deadline, err, errlen))) {
-        free(members);
-        return st;
-    }
-    return form(g, epoch, members, n, me, out, err, errlen);
+    spmd_store_close(sb);
+    spmd_store_close(sb_root);
+    return st;
 }

@@ -17,12 +17,13 @@
 #define WORLD 4
 #define BIG (1u << 18) /* floats: 1 MiB */
 
-enum { KILL, KILL_IN_SHRINK, STOP };
+enum { KILL, KILL_IN_SHRINK, STOP, STORE_HOST };
 
 typedef struct {
     int how;
     int victims[2], nvictims;
     const char *transport;
+    char rdv[128]; /* STORE_HOST: the file:// rendezvous (rank 0 hosts the store) */
 } sh_case;
 
 static int is_victim(const sh_case *c, int r) {
@@ -104,8 +105,13 @@ static int rank_main(int idx, void *arg) {
     /* heartbeats only where a rank is stopped: no false alarm elsewhere */
     setenv("SPMD_HEARTBEAT_TIMEOUT", c->how == STOP ? "1" : "0", 1);
     spmd_group *g = NULL;
-    char err[512];
-    CREQ(spmd_group_init(NULL, &g, err, sizeof err) == SPMD_OK, "%s", err);
+    char err[512], url[160];
+    spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
+    if (c->how == STORE_HOST) {
+        snprintf(url, sizeof url, "file://%s", c->rdv);
+        opts.init_method = url;
+    }
+    CREQ(spmd_group_init(&opts, &g, err, sizeof err) == SPMD_OK, "%s", err);
     int32_t pids[WORLD], pid = (int32_t)getpid();
     CREQ(spmd_all_gather(g, &pid, pids, 1, SPMD_I32) == SPMD_OK, "%s", spmd_group_errmsg(g));
     /* The victims act once every survivor is past the all_gather. */
@@ -150,20 +156,36 @@ static int rank_main(int idx, void *arg) {
     if (idx == in_shrink) return die_in_shrink(idx, g);
     spmd_group *s = NULL;
     st = spmd_group_shrink(g, &s, err, sizeof err);
-    int epoch = 1;
-    if (c->how == KILL_IN_SHRINK) {
-        /* It registered, so it is a member of epoch 1, which cannot form. */
-        char w[48];
-        snprintf(w, sizeof w, "rank %d died during the shrink", in_shrink);
-        CREQ(st != SPMD_OK && s == NULL, "the first shrink succeeded with a dead member");
-        CREQ(strstr(err, w) || strstr(err, "forming epoch 1"), "first shrink: %s", err);
-        st = spmd_group_shrink(g, &s, err, sizeof err);
-        epoch = 2;
-    }
+    /* A member killed once registered in the shrink ends the first attempt
+     * (epoch 1); the second forms without it. */
+    int epoch = c->how == KILL_IN_SHRINK ? 2 : 1;
     CREQ(st == SPMD_OK, "shrink: %s: %s", spmd_status_str(st), err);
     int victims_failed[WORLD], nf = spmd_group_failed_ranks(g, victims_failed, WORLD);
     CREQ(nf >= 1, "no failed rank known after the shrink");
     if (check_new_group(idx, c, s, idx, alive, nalive, epoch)) return 1;
+    if (c->how == STORE_HOST) {
+        /* The store now lives on new rank 0 (old rank 1, the standby's host):
+         * kill it too, and shrink again on the new standby. */
+        int me = spmd_group_rank(s);
+        if (me == 0) {
+            for (int i = 0; i < nalive - 1; i++)
+                CREQ(spmd_recv(s, &past, 1, SPMD_F32, SPMD_ANY_SOURCE, 76, NULL) == SPMD_OK, "%s", spmd_group_errmsg(s));
+            raise(SIGKILL);
+        }
+        CREQ(spmd_send(s, &past, 1, SPMD_F32, 0, 76) == SPMD_OK, "%s", spmd_group_errmsg(s));
+        st = spmd_all_reduce(s, &v, &v, 1, SPMD_I32, SPMD_SUM);
+        CREQ(st == SPMD_ERR_REMOTE && strstr(spmd_group_errmsg(s), "rank 0 "), "%s: %s", spmd_status_str(st),
+             spmd_group_errmsg(s));
+        spmd_group *s2 = NULL;
+        CREQ(spmd_group_shrink(s, &s2, err, sizeof err) == SPMD_OK, "second shrink: %s", err);
+        int alive2[WORLD];
+        for (int r = 1; r < nalive; r++) alive2[r - 1] = r;
+        if (check_new_group(idx, c, s2, me, alive2, nalive - 1, 2)) return 1;
+        spmd_group_destroy(s);
+        spmd_group_destroy(g);
+        spmd_group_destroy(s2);
+        return 0;
+    }
     if (c->how == STOP && spmd_group_rank(s) == 0) {
         /* wake the stopped rank once everyone is done with the old group */
         spmd_group_destroy(g);
@@ -190,7 +212,8 @@ static void run_case(const sh_case *c) {
     int status[WORLD];
     char what[160];
     snprintf(what, sizeof what, "%s, %s rank %d%s%.0d", c->transport,
-             c->how == KILL ? "killed" : c->how == STOP ? "stopped" : "killed, then in the shrink",
+             c->how == KILL ? "killed" : c->how == STOP ? "stopped" : c->how == STORE_HOST ? "store host killed, twice:"
+                                                                                   : "killed, then in the shrink",
              c->victims[0], c->nvictims > 1 ? " and " : "", c->nvictims > 1 ? c->victims[1] : 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -198,7 +221,7 @@ static void run_case(const sh_case *c) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("%s: %.2f s\n", what, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     for (int i = 0; i < WORLD; i++) {
-        if (is_victim(c, i) && c->how != STOP) {
+        if ((is_victim(c, i) && c->how != STOP) || (c->how == STORE_HOST && i == 1)) {
             CHECK_MSG(WIFSIGNALED(status[i]) && WTERMSIG(status[i]) == SIGKILL, "%s: rank %d was not killed (%#x)",
                       what, i, status[i]);
             continue;
@@ -211,14 +234,21 @@ int main(void) {
     setenv("SPMD_TIMEOUT", "60s", 1); /* a hang guard, never reached when it works */
     const char *transports[] = {"auto", "tcp"};
     for (int t = 0; t < 2; t++) {
-        sh_case one = {KILL, {t ? 3 : 0, -1}, 1, transports[t]};
+        sh_case one = {KILL, {t ? 3 : 0, -1}, 1, transports[t], ""};
         run_case(&one);
-        sh_case two = {KILL, {t ? 0 : 1, t ? 3 : 2}, 2, transports[t]};
+        sh_case two = {KILL, {t ? 0 : 1, t ? 3 : 2}, 2, transports[t], ""};
         run_case(&two);
-        sh_case during = {KILL_IN_SHRINK, {t ? 2 : 3, 1}, 2, transports[t]};
+        sh_case during = {KILL_IN_SHRINK, {t ? 2 : 3, 1}, 2, transports[t], ""};
         run_case(&during);
-        sh_case stop = {STOP, {t ? 1 : 2, -1}, 1, transports[t]};
+        sh_case stop = {STOP, {t ? 1 : 2, -1}, 1, transports[t], ""};
         run_case(&stop);
+        sh_case host = {STORE_HOST, {0, -1}, 1, transports[t], ""};
+        char dir[] = "/tmp/spmd_elastic_XXXXXX";
+        REQUIRE(mkdtemp(dir) != NULL);
+        snprintf(host.rdv, sizeof host.rdv, "%s/rdv", dir);
+        run_case(&host);
+        unlink(host.rdv);
+        rmdir(dir);
     }
     TEST_MAIN_END();
 }
