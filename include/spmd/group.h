@@ -269,8 +269,19 @@ int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max);
  * Destroy g and *out in any order.  Not for groups over MPI
  * (SPMD_ERR_UNSUPPORTED). */
 spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen);
-/* 0 for a group made by spmd_group_init; one more per shrink. */
+/* 0 for a group made by spmd_group_init; one more per shrink or grow. */
 int spmd_group_epoch(const spmd_group *g);
+/* Collective over the ranks of a healthy g, at a point they choose (a step
+ * boundary): admit the next njoin processes calling spmd_group_join and build
+ * *out, g's ranks keeping their numbers and the joiners after them
+ * (spmd_group_parent_rank is -1 for a joiner), at the next epoch.  Waits for
+ * the joiners until g's deadline. */
+spmd_status spmd_group_grow(spmd_group *g, int njoin, spmd_group **out, char *err, size_t errlen);
+/* In a new process: join the running group named opts->name (NULL: "default")
+ * of this job (the same store: MASTER_ADDR/MASTER_PORT or opts->store, and
+ * the same run id) when its ranks next call spmd_group_grow; *out is the
+ * grown group.  Joiners are admitted in the order they arrive. */
+spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char *err, size_t errlen);
 
 /* ---- spawn ------------------------------------------------------------ */
 /* Fork nprocs processes on this host, each with RANK, WORLD_SIZE, LOCAL_RANK,

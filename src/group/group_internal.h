@@ -115,6 +115,14 @@ spmd_group *spmd__group_alloc_sub(int rank, int world);
 /* Collective: when a rank of g hosts g's store, the next rank starts a
  * standby store and every rank learns its address (standby.c). */
 spmd_status spmd__group_standby_start(spmd_group *g, char *err, size_t errlen);
+/* The store prefix of g's lineage: g's without the "e<epoch>/" of a shrink
+ * or grow (shrink.c). */
+void spmd__group_base_prefix(const spmd_group *g, char *out, size_t outlen);
+/* The successor of g at `epoch`: rank `rank` of n, keys under the lineage's
+ * prefix + "e<epoch>/" on a new connection to root's server (NULL: no
+ * store); takes parent_ranks.  Not connected yet.  NULL on failure (err). */
+spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoch, int *parent_ranks,
+                                  spmd_store *root, char *err, size_t errlen);
 /* A connection to the standby store with g's prefix, into *root and *store. */
 spmd_status spmd__group_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *err,
                                         size_t errlen);

@@ -195,8 +195,7 @@ static spmd_status await_ready(attempt *a, const int *members, int n, char *err,
     return st;
 }
 
-/* The store prefix of the group's lineage (without a shrink's "e<N>/"). */
-static void base_prefix(const spmd_group *g, char *out, size_t outlen) {
+void spmd__group_base_prefix(const spmd_group *g, char *out, size_t outlen) {
     snprintf(out, outlen, "%s", g->store_prefix);
     if (g->epoch <= 0) return;
     size_t n = strlen(out);
@@ -288,38 +287,49 @@ static int new_store_host(const attempt *a, const int *members, int n) {
     return -1;
 }
 
-/* Step 4: the new group of the members, this rank being members[me]. */
-static spmd_status form(attempt *a, int *members, int n, int me, spmd_group **out, char *err, size_t errlen) {
-    spmd_group *g = a->g;
-    spmd_group *s = spmd__group_alloc_sub(me, n);
+spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoch, int *parent_ranks,
+                                  spmd_store *root, char *err, size_t errlen) {
+    spmd_group *s = spmd__group_alloc_sub(rank, n);
     if (!s) {
-        free(members);
-        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        free(parent_ranks);
+        spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
+        return NULL;
     }
-    s->parent_ranks = members;
-    s->epoch = a->epoch;
+    s->parent_ranks = parent_ranks;
+    s->epoch = epoch;
     s->timeout_ms = g->timeout_ms;
     s->local_rank = g->local_rank;
     s->local_world = g->local_world < n ? g->local_world : n;
-    s->store_host = new_store_host(a, members, n);
     snprintf(s->name, sizeof s->name, "%s", g->name);
     snprintf(s->bind_host, sizeof s->bind_host, "%s", g->bind_host);
     char base[sizeof g->store_prefix];
-    base_prefix(g, base, sizeof base);
-    snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, a->epoch);
-    if (a->rv_root) {
+    spmd__group_base_prefix(g, base, sizeof base);
+    snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, epoch);
+    if (root) {
         /* A connection of its own: the old group may go first, and a
-         * formation given up on (below) blocks no one else's store calls. */
+         * formation given up on (shrink.c) blocks no one else's store calls. */
         char inner[SPMD__ERRLEN] = "out of memory";
-        spmd_status st = spmd_store_reconnect(a->rv_root, &s->store_root, inner, sizeof inner);
+        spmd_status st = spmd_store_reconnect(root, &s->store_root, inner, sizeof inner);
         if (!st) s->own_store_client = 1;
         if (!st) st = spmd_store_prefixed(s->store_root, s->store_prefix, &s->store);
         if (st) {
             unbuilt_free(s);
-            a->retry = 1;
-            return spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, inner);
+            spmd__fail(err, errlen, st, "rank %d: the store is unreachable: %s", g->rank, inner);
+            return NULL;
         }
     }
+    return s;
+}
+
+/* Step 4: the new group of the members, this rank being members[me]. */
+static spmd_status form(attempt *a, int *members, int n, int me, spmd_group **out, char *err, size_t errlen) {
+    spmd_group *g = a->g;
+    spmd_group *s = spmd__group_successor(g, me, n, a->epoch, members, a->rv_root, err, errlen);
+    if (!s) {
+        a->retry = 1; /* the store may have gone with its host */
+        return SPMD_ERR_REMOTE;
+    }
+    s->store_host = new_store_host(a, members, n);
     formation *f = calloc(1, sizeof *f);
     pthread_t th;
     if (!f) {
