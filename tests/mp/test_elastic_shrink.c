@@ -69,6 +69,17 @@ static int check_new_group(int idx, const sh_case *c, spmd_group *s, int old, co
     return 0;
 }
 
+/* Once every group is destroyed, nothing of them is left: no mapping of
+ * any rank's shared memory (the dead ones' included) and no descriptor —
+ * except after a formation given up on, which keeps its own until its
+ * deadline. */
+static int check_reclaimed(int idx, const sh_case *c, int fds_before) {
+    CREQ(mp_spmd_mappings() == 0, "%d shared mappings left after destroy", mp_spmd_mappings());
+    if (c->how != KILL_IN_SHRINK)
+        CREQ(mp_open_fds() == fds_before, "%d descriptors open after destroy, %d before", mp_open_fds(), fds_before);
+    return 0;
+}
+
 typedef struct {
     spmd_group *g, *out;
     spmd_status st;
@@ -104,6 +115,7 @@ static int rank_main(int idx, void *arg) {
     setenv("SPMD_TRANSPORT", c->transport, 1);
     /* heartbeats only where a rank is stopped: no false alarm elsewhere */
     setenv("SPMD_HEARTBEAT_TIMEOUT", c->how == STOP ? "1" : "0", 1);
+    const int fds_before = mp_open_fds();
     spmd_group *g = NULL;
     char err[512], url[160];
     spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
@@ -184,7 +196,7 @@ static int rank_main(int idx, void *arg) {
         spmd_group_destroy(s);
         spmd_group_destroy(g);
         spmd_group_destroy(s2);
-        return 0;
+        return check_reclaimed(idx, c, fds_before);
     }
     if (c->how == STOP && spmd_group_rank(s) == 0) {
         /* wake the stopped rank once everyone is done with the old group */
@@ -205,7 +217,7 @@ static int rank_main(int idx, void *arg) {
         spmd_group_destroy(s);
         spmd_group_destroy(g);
     }
-    return 0;
+    return check_reclaimed(idx, c, fds_before);
 }
 
 static void run_case(const sh_case *c) {
