@@ -137,14 +137,8 @@ static int agree_members(attempt *a, int *members, spmd_status *stp, char *err, 
         *stp = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
         goto out;
     }
-    /* the rank blamed for a death or a silence is not waited for (a
-     * mismatch or an abort blames a rank that is alive) */
-    int blamed = -1, why = atomic_load(&g->t.failed);
-    if (why == SPMD_ERR_REMOTE || why == SPMD_ERR_TIMEOUT) {
-        pthread_mutex_lock(&g->t.fail_mu);
-        blamed = g->t.fail_culprit;
-        pthread_mutex_unlock(&g->t.fail_mu);
-    }
+    /* the rank blamed for a death or a silence is not waited for */
+    int blamed = spmd__mesh_blamed_dead(&g->t);
     state[g->rank] = R_IN;
     snprintf(key, sizeof key, "shrink%d/alive/%d", a->epoch, g->rank);
     if (spmd_store_set(a->rv, key, "1", 1)) {
@@ -382,11 +376,18 @@ static spmd_status choose_store(attempt *a, spmd_store **sb_root, spmd_store **s
         a->on_standby = 1;
         return SPMD_OK;
     }
-    void *v = NULL;
-    size_t vl = 0;
-    spmd_status st = spmd_store_try_get(g->store, "standby", &v, &vl);
-    free(v);
-    if (st == SPMD_OK || st == SPMD_ERR_NOTFOUND) return SPMD_OK;
+    /* The store's host blamed for a death or a silence (stopped: its store
+     * would not answer either) is not asked; else a closed connection says
+     * the store is gone.  The abort notice carries the blamed rank, so the
+     * survivors choose alike. */
+    spmd_status st = SPMD_ERR_REMOTE;
+    if (g->store_host < 0 || spmd__mesh_blamed_dead(&g->t) != g->store_host) {
+        void *v = NULL;
+        size_t vl = 0;
+        st = spmd_store_try_get(g->store, "standby", &v, &vl);
+        free(v);
+        if (st == SPMD_OK || st == SPMD_ERR_NOTFOUND) return SPMD_OK;
+    }
     if (!g->standby_addr[0])
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d: the store is unreachable (%s), and the group has no standby",
                           g->rank, spmd_store_errmsg(g->store));

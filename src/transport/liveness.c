@@ -18,9 +18,7 @@ int spmd__mesh_peer_gone(spmd__mesh *m, int peer) {
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* The blamed rank counts only for a failure that is a death or a silence:
- * a mismatch or an abort blames a rank that is alive. */
-static int blamed_dead(spmd__mesh *m) {
+int spmd__mesh_blamed_dead(spmd__mesh *m) {
     int st = atomic_load(&m->failed);
     if (st != SPMD_ERR_REMOTE && st != SPMD_ERR_TIMEOUT) return -1;
     pthread_mutex_lock(&m->fail_mu);
@@ -30,7 +28,7 @@ static int blamed_dead(spmd__mesh *m) {
 }
 
 int spmd__mesh_failed_ranks(spmd__mesh *m, int *ranks, int max) {
-    int blamed = blamed_dead(m), n = 0;
+    int blamed = spmd__mesh_blamed_dead(m), n = 0;
     for (int r = 0; r < m->world; r++) {
         if (r == m->rank || (r != blamed && !spmd__mesh_peer_gone(m, r))) continue;
         if (ranks && n < max) ranks[n] = r;

@@ -10,6 +10,10 @@
  * be alive, or cannot be told (a mesh over MPI).  No lock, no blocking. */
 int spmd__mesh_peer_gone(spmd__mesh *m, int peer);
 
+/* The rank the failure blamed for a death or a silence, or -1 (none yet, or
+ * a failure that blames a live rank: a mismatch, an abort). */
+int spmd__mesh_blamed_dead(spmd__mesh *m);
+
 /* The ranks this rank knows to have failed, ascending, into ranks[0..max):
  * the rank the failure blamed (a death or a silence) and every peer gone.
  * Returns how many there are (may exceed max). */

@@ -3,9 +3,12 @@
  * two at once are SIGKILLed; the survivors' call fails naming a victim,
  * spmd_group_shrink builds a group of the survivors (dense ranks in the old
  * order, epoch 1) and its collectives and messages are exact.  Then: a rank
- * killed during the shrink itself (after it registered): every survivor's
- * shrink fails naming it and the second one succeeds; and a rank stopped past
- * the heartbeat timeout is left out, and once resumed is refused cleanly. */
+ * killed during the shrink itself (after it registered): the first attempt
+ * fails and the call returns the second's group (epoch 2); a rank stopped
+ * past the heartbeat timeout is left out, and once resumed is refused
+ * cleanly; rank 0 hosting the store (file://) is killed, the survivors meet
+ * on the standby, and its new host is killed again; the store's host is
+ * stopped instead.  Once every group is destroyed nothing is left mapped. */
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -17,7 +20,7 @@
 #define WORLD 4
 #define BIG (1u << 18) /* floats: 1 MiB */
 
-enum { KILL, KILL_IN_SHRINK, STOP, STORE_HOST };
+enum { KILL, KILL_IN_SHRINK, STOP, STORE_HOST, STOP_STORE_HOST };
 
 typedef struct {
     int how;
@@ -114,12 +117,12 @@ static int rank_main(int idx, void *arg) {
     const sh_case *c = arg;
     setenv("SPMD_TRANSPORT", c->transport, 1);
     /* heartbeats only where a rank is stopped: no false alarm elsewhere */
-    setenv("SPMD_HEARTBEAT_TIMEOUT", c->how == STOP ? "1" : "0", 1);
+    setenv("SPMD_HEARTBEAT_TIMEOUT", c->how == STOP || c->how == STOP_STORE_HOST ? "1" : "0", 1);
     const int fds_before = mp_open_fds();
     spmd_group *g = NULL;
     char err[512], url[160];
     spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
-    if (c->how == STORE_HOST) {
+    if (c->how == STORE_HOST || c->how == STOP_STORE_HOST) {
         snprintf(url, sizeof url, "file://%s", c->rdv);
         opts.init_method = url;
     }
@@ -137,8 +140,9 @@ static int rank_main(int idx, void *arg) {
          * it had heard from everyone) */
         for (int i = 0; i < nalive; i++)
             if (spmd_recv(g, &past, 1, SPMD_F32, SPMD_ANY_SOURCE, 76, NULL) != SPMD_OK) break;
-        if (c->how != STOP) raise(SIGKILL);
+        if (c->how != STOP && c->how != STOP_STORE_HOST) raise(SIGKILL);
         raise(SIGSTOP);
+        if (c->how == STOP_STORE_HOST) return 1; /* never resumed: killed by the test */
         /* Resumed by a survivor after the others went on without us: the
          * old group is of no use (a first all_reduce may still finish the
          * step the others began before they gave up on it; the next one
@@ -224,16 +228,21 @@ static void run_case(const sh_case *c) {
     int status[WORLD];
     char what[160];
     snprintf(what, sizeof what, "%s, %s rank %d%s%.0d", c->transport,
-             c->how == KILL ? "killed" : c->how == STOP ? "stopped" : c->how == STORE_HOST ? "store host killed, twice:"
-                                                                                   : "killed, then in the shrink",
+             c->how == KILL                ? "killed"
+             : c->how == STOP            ? "stopped"
+             : c->how == STORE_HOST      ? "store host killed, twice:"
+             : c->how == STOP_STORE_HOST ? "store host stopped:"
+                                         : "killed, then in the shrink",
              c->victims[0], c->nvictims > 1 ? " and " : "", c->nvictims > 1 ? c->victims[1] : 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK(mp_fork_run(WORLD, NULL, WORLD, NULL, rank_main, (void *)c, 90, status) == 0);
+    CHECK(mp_fork_run_frozen(WORLD, NULL, WORLD, NULL, rank_main, (void *)c, 90,
+                             c->how == STOP_STORE_HOST ? c->victims[0] : -1, status) == 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("%s: %.2f s\n", what, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     for (int i = 0; i < WORLD; i++) {
         if ((is_victim(c, i) && c->how != STOP) || (c->how == STORE_HOST && i == 1)) {
+            /* (the stopped store host is SIGKILLed by mp_fork_run_frozen) */
             CHECK_MSG(WIFSIGNALED(status[i]) && WTERMSIG(status[i]) == SIGKILL, "%s: rank %d was not killed (%#x)",
                       what, i, status[i]);
             continue;
@@ -258,6 +267,9 @@ int main(void) {
         char dir[] = "/tmp/spmd_elastic_XXXXXX";
         REQUIRE(mkdtemp(dir) != NULL);
         snprintf(host.rdv, sizeof host.rdv, "%s/rdv", dir);
+        run_case(&host);
+        unlink(host.rdv);
+        host.how = STOP_STORE_HOST;
         run_case(&host);
         unlink(host.rdv);
         rmdir(dir);
