@@ -167,7 +167,7 @@ static int rank_main(int idx, void *arg) {
     const char *msg = spmd_group_errmsg(g);
     char w1[32], w2[32];
     snprintf(w1, sizeof w1, "rank %d ", first);
-    snprintf(w2, sizeof w2, "rank %d ", c->nvictims > 1 && c->how == KILL ? c->victims[1] : first);
+    snprintf(w2, sizeof w2, "rank %d ", c->nvictims > 1 ? c->victims[1] : first); /* either, when two die */
     CREQ(st == SPMD_ERR_REMOTE && (strstr(msg, w1) || strstr(msg, w2)), "%s: %s", spmd_status_str(st), msg);
     if (idx == in_shrink) return die_in_shrink(idx, g);
     spmd_group *s = NULL;
