@@ -10,3 +10,9 @@ foreach(victim 0 2)
            ${PROJECT_BINARY_DIR}/examples ${victim})
   set_tests_properties(example_elastic_sgd_${victim} PROPERTIES TIMEOUT 120 LABELS "example;elastic")
 endforeach()
+# spmdrun --on-failure shrink keeps the survivors running (rank 0 and rank 3 killed).
+foreach(victim 0 3)
+  add_test(NAME spmdrun_on_failure_shrink_${victim} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
+           $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples ${victim})
+  set_tests_properties(spmdrun_on_failure_shrink_${victim} PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
+endforeach()
