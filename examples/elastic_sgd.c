@@ -3,8 +3,8 @@
  * N samples dealt round-robin to the ranks; when a step fails (a rank died),
  * the survivors shrink, take new rank 0's weight and step (so the step in
  * flight counts everywhere or nowhere), re-deal the samples and go on.
- *   RANK=r WORLD_SIZE=4 SPMD_AUTH_TOKEN=... ./elastic_sgd file:///tmp/rdv [victim step]
- * The victim rank SIGKILLs itself at that step (a demonstration). */
+ *   RANK=r WORLD_SIZE=4 SPMD_AUTH_TOKEN=... ./elastic_sgd file:///tmp/rdv [victim step [stop]]
+ * The victim rank SIGKILLs (or SIGSTOPs) itself at that step (a demonstration). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     double w = 0.0, lr = 0.5;
     int64_t step = 0;
     while (step < STEPS) {
-        if (me0 == victim && step == die_at) raise(SIGKILL);
+        if (me0 == victim && step == die_at) raise(argc > 4 ? SIGSTOP : SIGKILL);
         int rank = spmd_group_rank(g), world = spmd_group_size(g);
         double grad = 0.0; /* d/dw of the mean of (w*x - 3x)^2 over my samples */
         for (int i = rank; i < N; i += world) {

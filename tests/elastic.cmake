@@ -16,3 +16,6 @@ foreach(victim 0 3)
            $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples ${victim})
   set_tests_properties(spmdrun_on_failure_shrink_${victim} PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
 endforeach()
+add_test(NAME spmdrun_on_failure_shrink_stopped COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
+         $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples 2 stop)
+set_tests_properties(spmdrun_on_failure_shrink_stopped PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")

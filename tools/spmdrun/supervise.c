@@ -245,6 +245,26 @@ static int lose_killed(attempt *at, int *batch, int nb) {
     return left;
 }
 
+/* --on-failure shrink: once no running worker is left but stopped ones (the
+ * others gave up on them by their heartbeats and finished), end them; they
+ * are reaped as lost. */
+static void end_stopped(attempt *at) {
+    int running = 0, stopped = 0;
+    for (int i = 0; i < at->n; i++) {
+        if (!at->w[i].running) continue;
+        running++;
+        stopped += spmd__proc_stopped(at->w[i].pid) == 1;
+    }
+    if (!running || stopped < running) return;
+    for (int i = 0; i < at->n; i++) {
+        worker *w = &at->w[i];
+        if (!w->running) continue;
+        fprintf(stderr, "spmdrun: rank %d (pid %d) is stopped and the other workers are done: ending it\n", w->rank,
+                (int)w->pid);
+        kill(-w->pid, SIGKILL);
+    }
+}
+
 /* Reap every worker that exited.  Failures seen while RUNNING are the
  * attempt's root cause and other failures; their reports are written once the
  * pipes are drained.  The root cause is a death by a signal when the batch has
@@ -511,6 +531,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                 at.killed = 1;
             }
             reap(&at);
+            if (a->cfg->on_failure_shrink && at.ph == RUNNING) end_stopped(&at);
         }
         now = spmd__now_ms();
         maybe_term(&at, now);
