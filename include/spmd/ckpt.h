@@ -1,0 +1,91 @@
+/* spmd/ckpt.h — sharded checkpoints in torch.distributed.checkpoint's (DCP)
+ * layout: a directory with one `.metadata` file (a pickle of DCP's Metadata)
+ * and the ranks' data files.
+ *
+ * This part: the metadata, decoded without executing anything (a restricted
+ * pickle reader: only an allow-list of opcodes and of DCP's own classes is
+ * accepted, everything else is an error naming it) and encoded as the
+ * classes torch's dcp.load expects.  See docs/DATA.md.
+ *
+ * Ownership: every spmd_dcp_metadata filled by spmd_dcp_metadata_decode owns
+ * its arrays and strings; free with spmd_dcp_metadata_free. */
+#ifndef SPMD_CKPT_H
+#define SPMD_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPMD_DCP_MAX_DIMS 8
+
+/* One chunk of a tensor: the box [offsets, offsets + sizes) in the global
+ * tensor's index space. */
+typedef struct {
+    int64_t offsets[SPMD_DCP_MAX_DIMS];
+    int64_t sizes[SPMD_DCP_MAX_DIMS];
+} spmd_dcp_chunk;
+
+/* One state-dict entry: a tensor (its global shape and the chunks saved) or a
+ * bytes item (a BytesStorageMetadata: RNG state, sampler position, ...). */
+typedef struct {
+    char *fqn;      /* the state-dict key, e.g. "model.fc1.weight" */
+    int is_bytes;   /* 1: bytes item (no dtype, shape or chunks) */
+    char dtype[16]; /* torch's name: "float32", "bfloat16", "int64", "bool" ... */
+    int requires_grad;
+    int ndim; /* 0..SPMD_DCP_MAX_DIMS */
+    int64_t size[SPMD_DCP_MAX_DIMS];
+    size_t nchunks;
+    spmd_dcp_chunk *chunks;
+} spmd_dcp_entry;
+
+/* Where one saved item lives: file relative to the checkpoint directory and
+ * the byte range in it (DCP's MetadataIndex -> _StorageInfo). */
+typedef struct {
+    char *fqn;
+    int has_offset; /* tensors: offset of the chunk; bytes items: none */
+    int ndim;
+    int64_t offset[SPMD_DCP_MAX_DIMS];
+    int64_t index;       /* the chunk index hint, -1 when none */
+    char *relative_path; /* e.g. "__0_0.distcp" */
+    uint64_t file_offset, length;
+} spmd_dcp_storage;
+
+typedef struct {
+    size_t nentries;
+    spmd_dcp_entry *entries;
+    size_t nstorage;
+    spmd_dcp_storage *storage;
+} spmd_dcp_metadata;
+
+/* Decode a `.metadata` file's bytes.  Accepts pickle protocols 2-5 as
+ * Python's pickle.dump writes them for DCP's classes; rejects any other
+ * opcode or global, shapes or chunks out of range, more than
+ * SPMD_DCP_MAX_DIMS dims, and inputs over the limits (64 Mi values), with
+ * SPMD_ERR_FORMAT and a message naming the cause and the offset.  what names
+ * the input in messages (a path). */
+spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *what,
+                                     spmd_dcp_metadata *out, char *err, size_t errlen);
+
+/* Read and decode DIR/.metadata. */
+spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char *err,
+                                   size_t errlen);
+
+/* Encode as a pickle (protocol 2) of torch.distributed.checkpoint.metadata.
+ * Metadata with planner_data {fqn: (fqn,)} (a flat state dict).  *buf is
+ * malloc'd (free it).  Checks what decode checks (SPMD_ERR_INVALID). */
+spmd_status spmd_dcp_metadata_encode(const spmd_dcp_metadata *m, void **buf, size_t *len,
+                                     char *err, size_t errlen);
+
+void spmd_dcp_metadata_free(spmd_dcp_metadata *m);
+
+/* The entry named fqn, or NULL. */
+const spmd_dcp_entry *spmd_dcp_metadata_find(const spmd_dcp_metadata *m, const char *fqn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
