@@ -17,3 +17,7 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_libraries(fuzz_pickle PRIVATE spmd_static m)
   set_target_properties(fuzz_pickle PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
+
+# .metadata files written by torch 2.6's dcp.save (tests/ckpt/make_dcp_fixtures.py).
+spmd_test(test_ckpt_fixture SOURCES ckpt/test_ckpt_fixture.c LIBS spmdnn LABELS "unit;ckpt"
+          ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)

@@ -30,7 +30,7 @@ static const spmd__global meta_allow[] = {
     CLS(DCP_MOD, "MetadataIndex"), CLS(DCP_MOD, "StorageMeta"), CLS(DCP_MOD, "TensorProperties"),
     RED(DCP_MOD, "_MEM_FORMAT_ENCODING"), CLS(FS_MOD, "_StorageInfo"),
     RED("torch", "Size"), RED("collections", "OrderedDict"), RED("pathlib", "PosixPath"),
-    RED("pathlib._local", "PosixPath"), VAL("strided"), VAL("contiguous_format"),
+    RED("pathlib._local", "PosixPath"), RED("torch.serialization", "_get_layout"),
     VAL("float32"), VAL("float64"), VAL("float16"), VAL("bfloat16"), VAL("int8"), VAL("uint8"),
     VAL("int16"), VAL("int32"), VAL("int64"), VAL("bool"), VAL("complex64"), VAL("complex128"),
     VAL("uint16"), VAL("uint32"), VAL("uint64"), VAL("float8_e4m3fn"), VAL("float8_e5m2"),
@@ -254,7 +254,10 @@ static void put_entry(spmd__pw *w, const spmd_dcp_entry *e) {
     spmd__pw_newobj(w, DCP_MOD, "TensorProperties");
     spmd__pw_op(w, '(');
     spmd__pw_global(w, "torch", e->dtype);
-    spmd__pw_global(w, "torch", "strided");
+    spmd__pw_global(w, "torch.serialization", "_get_layout"); /* as torch pickles a layout */
+    spmd__pw_str(w, "torch.strided");
+    spmd__pw_op(w, 0x85);
+    spmd__pw_op(w, 'R');
     spmd__pw_bool(w, e->requires_grad);
     spmd__pw_global(w, DCP_MOD, "_MEM_FORMAT_ENCODING");
     spmd__pw_int(w, 0); /* TORCH_CONTIGUOUS_FORMAT */
