@@ -21,3 +21,15 @@ endif()
 # .metadata files written by torch 2.6's dcp.save (tests/ckpt/make_dcp_fixtures.py).
 spmd_test(test_ckpt_fixture SOURCES ckpt/test_ckpt_fixture.c LIBS spmdnn LABELS "unit;ckpt"
           ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)
+
+# spmd-encoded metadata read by torch's dcp.load (torch's data files): runs
+# wherever python3 has torch 2.x (the Debian 13 root of `make check-torch2`),
+# skipped (77) elsewhere.
+add_test(NAME test_ckpt_torch_load
+         COMMAND sh -c "d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT && \"$0\" reencode \"$1\" \"$d\" && python3 -W ignore \"$2\" \"$d\""
+                 $<TARGET_FILE:test_ckpt_fixture> ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures/dcp_w2
+                 ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/check_torch_load.py)
+set_tests_properties(test_ckpt_torch_load PROPERTIES SKIP_RETURN_CODE 77 LABELS "unit;ckpt;python;torch2"
+                     TIMEOUT 600)
+spmd_test(test_ckpt_load SOURCES ckpt/test_ckpt_load.c LIBS spmdnn LABELS "unit;ckpt"
+          ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)

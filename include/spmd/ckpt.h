@@ -85,6 +85,31 @@ void spmd_dcp_metadata_free(spmd_dcp_metadata *m);
 /* The entry named fqn, or NULL. */
 const spmd_dcp_entry *spmd_dcp_metadata_find(const spmd_dcp_metadata *m, const char *fqn);
 
+/* ---- loading with resharding ---------------------------------------------- */
+/* One tensor (or a box of it) a rank wants: the global shape it expects and
+ * the box [offsets, offsets + sizes) it holds, row-major in data.  A whole
+ * tensor: offsets 0, sizes = global.  A ZeRO-1 slice or a TP row/column
+ * slice: the box of that slice. */
+typedef struct {
+    const char *fqn;
+    const char *dtype; /* torch's name, "float32" ... */
+    int ndim;
+    int64_t global[SPMD_DCP_MAX_DIMS];
+    int64_t offsets[SPMD_DCP_MAX_DIMS];
+    int64_t sizes[SPMD_DCP_MAX_DIMS];
+    void *data; /* prod(sizes) elements */
+} spmd_dcp_shard;
+
+/* Fill each shard from the checkpoint in dir (torch's dcp.save or spmd's),
+ * whatever world size and layout saved it: every saved chunk that overlaps
+ * the box is read (only its own byte range of its file) and the overlap
+ * copied.  Errors name the tensor: SPMD_ERR_NOTFOUND (no such key),
+ * SPMD_ERR_MISMATCH (dtype or global shape differ: both shapes in the
+ * message; or the saved chunks do not cover the box), SPMD_ERR_FORMAT (a
+ * data file that is not what the metadata says), SPMD_ERR_IO. */
+spmd_status spmd_dcp_load(const char *dir, const spmd_dcp_shard *shards, size_t nshards, char *err,
+                          size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
 #define SPMD_CKPT_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "spmd/ckpt.h"
 
 /* The rules every metadata obeys, decoded or about to be encoded: keys
@@ -15,5 +16,29 @@ spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *
 /* Read a whole regular file of at most max bytes into a malloc'd buffer. */
 spmd_status spmd__read_small_file(const char *path, size_t max, void **buf, size_t *len,
                                   char *err, size_t errlen);
+
+/* ---- torch.save archives (torch_zip.c) ------------------------------------ */
+/* The stored entry <archive>/<suffix> of the zip z[0..n) (exactly one
+ * directory level, as torch.save names them). */
+spmd_status spmd__zip_find(const uint8_t *z, size_t n, const char *suffix, const uint8_t **data,
+                           uint64_t *size, const char *what, char *err, size_t errlen);
+
+/* One tensor saved by torch.save: data points into the archive's buffer. */
+typedef struct {
+    char dtype[16];
+    size_t elsize;
+    int ndim;
+    int64_t shape[SPMD_DCP_MAX_DIMS];
+    const uint8_t *data;
+    uint64_t nbytes; /* prod(shape) * elsize */
+} spmd__torch_tensor;
+
+spmd_status spmd__torch_tensor_parse(const uint8_t *z, size_t n, const char *what,
+                                     spmd__torch_tensor *t, char *err, size_t errlen);
+
+/* Element size of a torch dtype name a tensor item may have (0: none). */
+size_t spmd__dcp_dtype_size(const char *dtype);
+/* torch's storage class for a dtype ("FloatStorage"), or NULL. */
+const char *spmd__dcp_storage_class(const char *dtype);
 
 #endif

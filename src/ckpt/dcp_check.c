@@ -16,6 +16,14 @@ static int same_offset(const spmd_dcp_storage *s, const spmd_dcp_entry *e, const
     return 1;
 }
 
+/* Do two chunks of an ndim tensor share an element? */
+static int overlap(const spmd_dcp_chunk *a, const spmd_dcp_chunk *b, int ndim) {
+    for (int d = 0; d < ndim; d++)
+        if (a->offsets[d] >= b->offsets[d] + b->sizes[d] || b->offsets[d] >= a->offsets[d] + a->sizes[d])
+            return 0;
+    return 1;
+}
+
 spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *err,
                             size_t errlen, spmd_status st) {
     for (size_t i = 0; i < m->nentries; i++) {
@@ -33,6 +41,12 @@ spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *
                     e->chunks[k].sizes[d] > e->size[d] - e->chunks[k].offsets[d])
                     return spmd__fail(err, errlen, st, "%s: %s: chunk %zu lies outside the tensor", what,
                                       e->fqn, k);
+        /* Chunks are disjoint (DCP deduplicates replicas), so a load can
+         * count what it covered. */
+        for (size_t k = 0; k < e->nchunks; k++)
+            for (size_t j = 0; j < k; j++)
+                if (overlap(&e->chunks[j], &e->chunks[k], e->ndim))
+                    return spmd__fail(err, errlen, st, "%s: %s: chunks %zu and %zu overlap", what, e->fqn, j, k);
     }
     for (size_t i = 0; i < m->nstorage; i++) {
         const spmd_dcp_storage *s = &m->storage[i];
