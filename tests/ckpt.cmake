@@ -33,3 +33,11 @@ set_tests_properties(test_ckpt_torch_load PROPERTIES SKIP_RETURN_CODE 77 LABELS 
                      TIMEOUT 600)
 spmd_test(test_ckpt_load SOURCES ckpt/test_ckpt_load.c LIBS spmdnn LABELS "unit;ckpt"
           ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)
+spmd_test(test_ckpt_dist SOURCES ckpt/test_ckpt_dist.c LIBS spmdnn LABELS "mp;ckpt" TIMEOUT 240)
+# A world-2 save by spmd's ranks read by torch's dcp.load (python3 with torch
+# 2.x, e.g. in `make check-torch2`'s root; skipped, 77, elsewhere).
+add_test(NAME test_ckpt_torch_load_spmd
+         COMMAND sh -c "d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT && python3 -c 'import torch.distributed.checkpoint' 2>/dev/null || exit 77; \"$0\" \"$d/ck\" && python3 -W ignore \"$1\" \"$d/ck\""
+                 $<TARGET_FILE:test_ckpt_dist> ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/check_torch_load_spmd.py)
+set_tests_properties(test_ckpt_torch_load_spmd PROPERTIES SKIP_RETURN_CODE 77
+                     LABELS "mp;ckpt;python;torch2" TIMEOUT 600)

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "spmd/group.h"
 #include "spmd/status.h"
 
 #ifdef __cplusplus
@@ -109,6 +110,35 @@ typedef struct {
  * data file that is not what the metadata says), SPMD_ERR_IO. */
 spmd_status spmd_dcp_load(const char *dir, const spmd_dcp_shard *shards, size_t nshards, char *err,
                           size_t errlen);
+
+/* A bytes item (RNG state, sampler position, step counters kept as bytes):
+ * saved as torch.save(bytes), so torch's dcp.load gives a Python bytes. */
+typedef struct {
+    const char *fqn;
+    const void *data;
+    size_t len;
+} spmd_dcp_bytes;
+
+/* Collective over g (every rank calls it; g NULL: one process): each rank
+ * passes the boxes of tensors it holds (spmd_dcp_shard with offsets/sizes
+ * in the global tensor, data row-major) and its bytes items.  The plans are
+ * all-gathered; a box held by several ranks (replicas: DP copies, whole
+ * tensors) is written once, by the lowest rank holding it; ranks that
+ * disagree on a tensor's dtype or global shape fail on every rank with both
+ * shapes named.  Rank r writes dir/__r_0.distcp (through a temporary, fsync,
+ * rename); rank 0 writes dir/.metadata only after every rank reported its
+ * file written and synced, and it removes .metadata first: a save killed at
+ * any point leaves no checkpoint that looks complete.  Temporaries of a
+ * killed save and data files of a larger earlier world are removed.  The
+ * status is agreed: every rank returns the same success or failure. */
+spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *shards,
+                          size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                          size_t errlen);
+
+/* A bytes item of the checkpoint in dir (torch.save of a bytes or str
+ * object); *data is malloc'd. */
+spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len,
+                                char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -41,4 +41,19 @@ size_t spmd__dcp_dtype_size(const char *dtype);
 /* torch's storage class for a dtype ("FloatStorage"), or NULL. */
 const char *spmd__dcp_storage_class(const char *dtype);
 
+/* ---- writing torch.save archives (torch_save.c) --------------------------- */
+struct spmd__pw;
+/* Append torch.save(tensor) of a contiguous tensor (< 4 GiB) to w. */
+spmd_status spmd__torch_save_tensor(struct spmd__pw *w, const char *dtype, int ndim,
+                                    const int64_t *shape, const void *data);
+/* Append torch.save(bytes(data)) to w. */
+spmd_status spmd__torch_save_bytes(struct spmd__pw *w, const void *data, size_t len);
+/* The bytes object of a torch.save archive (a copy, malloc'd). */
+spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
+                                    size_t *len, char *err, size_t errlen);
+
+/* The byte range of one storage item, read from its file (malloc'd). */
+spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
+                                 size_t errlen);
+
 #endif

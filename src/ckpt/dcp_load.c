@@ -41,8 +41,8 @@ static void copy_box(int nd, const int64_t *lo, const int64_t *hi, const uint8_t
     }
 }
 
-static spmd_status read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
-                              size_t errlen) {
+spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
+                                 size_t errlen) {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, s->relative_path) >= sizeof path)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID, "%s: path too long", dir);
@@ -115,7 +115,7 @@ static spmd_status load_one(const char *dir, const spmd_dcp_metadata *m, const s
         }
         if (!vol) continue;
         uint8_t *buf = NULL;
-        spmd_status st = read_range(dir, s, &buf, err, errlen);
+        spmd_status st = spmd__dcp_read_range(dir, s, &buf, err, errlen);
         if (st) return st;
         char what[512];
         snprintf(what, sizeof what, "%s/%s (%s at byte %llu)", dir, s->relative_path, s->fqn,

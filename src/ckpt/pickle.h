@@ -85,7 +85,7 @@ int spmd__pv_is_obj(const spmd__pv *v, const char *name); /* class name, any all
 const spmd__pv *spmd__pv_dict_get(const spmd__pv *d, const char *key);
 
 /* ---- writer -------------------------------------------------------------- */
-typedef struct {
+typedef struct spmd__pw {
     uint8_t *buf;
     size_t len, cap;
     int failed; /* an allocation failed: the buffer is incomplete */
@@ -100,6 +100,7 @@ void spmd__pw_str(spmd__pw *w, const char *s);
 void spmd__pw_bytes(spmd__pw *w, const void *p, size_t n);
 void spmd__pw_global(spmd__pw *w, const char *module, const char *name);
 void spmd__pw_op(spmd__pw *w, uint8_t op); /* a bare opcode (MARK, TUPLE, ...) */
+void spmd__pw_raw(spmd__pw *w, const void *p, size_t n); /* bytes as they are */
 /* torch.Size((v0, v1, ...)) */
 void spmd__pw_size(spmd__pw *w, const int64_t *v, int n);
 /* An object of a dataclass: NEWOBJ of module.name with no arguments; the

@@ -22,6 +22,7 @@ static void put(spmd__pw *w, const void *p, size_t n) {
 }
 
 void spmd__pw_op(spmd__pw *w, uint8_t op) { put(w, &op, 1); }
+void spmd__pw_raw(spmd__pw *w, const void *p, size_t n) { put(w, p, n); }
 
 static void put_le(spmd__pw *w, uint64_t v, int n) {
     uint8_t b[8];

@@ -6,6 +6,7 @@
  * The pickle goes through the restricted reader (nothing is called); the zip
  * is parsed with every offset and length checked against the buffer. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/pickle.h"
@@ -199,4 +200,26 @@ spmd_status spmd__torch_tensor_parse(const uint8_t *z, size_t n, const char *wha
     if (st) return st;
     if (*why) return zbad(what, why, err, errlen);
     return SPMD_OK;
+}
+
+spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data, size_t *len,
+                                    char *err, size_t errlen) {
+    const uint8_t *pk;
+    uint64_t pklen;
+    spmd_status st = spmd__zip_find(z, n, "data.pkl", &pk, &pklen, what, err, errlen);
+    if (st) return st;
+    static const spmd__global none[] = {{NULL, NULL, 0}};
+    spmd__pickle_limits lim = {none, 0, 16, 16, 16};
+    spmd__pickle *p = NULL;
+    spmd__pv *root = NULL;
+    if ((st = spmd__pickle_load(pk, (size_t)pklen, &lim, what, &p, &root, err, errlen))) return st;
+    if (root->type != SPMD__PV_BYTES && root->type != SPMD__PV_STR) {
+        spmd__pickle_free(p);
+        return zbad(what, "the saved object is not bytes or str", err, errlen);
+    }
+    *data = malloc(root->len ? root->len : 1);
+    if (*data) memcpy(*data, root->s, root->len);
+    *len = root->len;
+    spmd__pickle_free(p);
+    return *data ? SPMD_OK : spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: out of memory", what);
 }
