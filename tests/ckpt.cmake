@@ -41,3 +41,4 @@ add_test(NAME test_ckpt_torch_load_spmd
                  $<TARGET_FILE:test_ckpt_dist> ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/check_torch_load_spmd.py)
 set_tests_properties(test_ckpt_torch_load_spmd PROPERTIES SKIP_RETURN_CODE 77
                      LABELS "mp;ckpt;python;torch2" TIMEOUT 600)
+spmd_test(test_ckpt_kill SOURCES ckpt/test_ckpt_kill.c LIBS spmdnn LABELS "mp;ckpt;fault" ARGS 3 TIMEOUT 300)

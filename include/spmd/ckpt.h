@@ -71,7 +71,8 @@ typedef struct {
 spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *what,
                                      spmd_dcp_metadata *out, char *err, size_t errlen);
 
-/* Read and decode DIR/.metadata. */
+/* Read and decode DIR/.metadata (*out is zeroed first: freeable on any
+ * return).  No .metadata: SPMD_ERR_NOTFOUND (an incomplete checkpoint). */
 spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char *err,
                                    size_t errlen);
 

@@ -204,6 +204,7 @@ spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *wh
 
 spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char *err, size_t errlen) {
     if (!dir || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_metadata_read: bad args");
+    memset(out, 0, sizeof *out); /* freeable whatever happens */
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/.metadata", dir) >= sizeof path)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID, "%s: path too long", dir);
