@@ -42,3 +42,18 @@ add_test(NAME test_ckpt_torch_load_spmd
 set_tests_properties(test_ckpt_torch_load_spmd PROPERTIES SKIP_RETURN_CODE 77
                      LABELS "mp;ckpt;python;torch2" TIMEOUT 600)
 spmd_test(test_ckpt_kill SOURCES ckpt/test_ckpt_kill.c LIBS spmdnn LABELS "mp;ckpt;fault" ARGS 3 TIMEOUT 300)
+
+# The data-item reader (torch.save archives in .distcp files), fuzzed the same way:
+#   ./tests/fuzz_torch_item -max_total_time=60 -max_len=8192 corpus_dir/
+spmd_test(test_ckpt_fuzz_torch_item SOURCES fuzz/fuzz_torch_item.c fuzz/replay_main_data.c LIBS spmdnn
+          LABELS "unit;fuzz;ckpt" TIMEOUT 120)
+if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_torch_item fuzz/fuzz_torch_item.c ${SPMD_CKPT_FUZZ_SRC}
+                 ${PROJECT_SOURCE_DIR}/src/ckpt/torch_zip.c ${PROJECT_SOURCE_DIR}/src/ckpt/torch_save.c)
+  target_include_directories(fuzz_torch_item PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(fuzz_torch_item PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_torch_item PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_torch_item PRIVATE spmd_static PkgConfig::ZLIB m)
+  set_target_properties(fuzz_torch_item PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+endif()
