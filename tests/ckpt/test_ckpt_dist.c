@@ -1,7 +1,8 @@
 /* test_ckpt_dist.c — sharded DCP-format saves by real ranks, loaded at other
  * world sizes.  World 4 saves: w [8,3] row slices (TP rows), v [4,6] column
  * slices (TP columns), m [10] uneven flat slices (a ZeRO-1 moment), b
- * bfloat16 [5] and step held whole by every rank (replicas, written once),
+ * bfloat16 [5] and step held whole by every rank (replicas, written once), a
+ * pipeline stage's parameter held by the last rank only,
  * per-rank RNG bytes and a replicated sampler position.  Worlds 2 and 3 then
  * load their own slices by chunk overlap: bit-identical to the saved values.
  * A later world-2 save into the same directory removes the world-4 files.
@@ -90,7 +91,12 @@ static int saver(int rank, int world) {
     snprintf(rng_key, sizeof rng_key, "rng.%d", rank);
     snprintf(rng, sizeof rng, "state-of-%d", rank);
     spmd_dcp_bytes by[2] = {{rng_key, rng, strlen(rng)}, {"sampler", "epoch=2,index=640", 17}};
-    RREQUIRE(spmd_dcp_save(g, ck, l.s, 5, by, 2, err, sizeof err) == SPMD_OK);
+    /* A pipeline stage's parameter: only the last rank holds it. */
+    float head[3] = {0.5f, -1.0f, (float)world};
+    spmd_dcp_shard all[6];
+    memcpy(all, l.s, sizeof l.s);
+    all[5] = (spmd_dcp_shard){"stage.head.bias", "float32", 1, {3}, {0}, {3}, head};
+    RREQUIRE(spmd_dcp_save(g, ck, all, rank == world - 1 ? 6 : 5, by, 2, err, sizeof err) == SPMD_OK);
     /* Disagreeing ranks fail everywhere, naming both shapes. */
     if (world > 1) {
         spmd_dcp_shard bad = {"x", "float32", 1, {rank == 1 ? 9 : 8}, {0}, {1}, l.w};
@@ -121,6 +127,10 @@ static int loader(int rank, int world) {
             RREQUIRE(memcmp(&l.v[r * l.vn + c], &(float){vv(r * 6 + l.vlo + c)}, 4) == 0);
     for (int64_t i = 0; i < l.mn; i++) RREQUIRE(memcmp(&l.m[i], &(float){mv(l.mlo + i)}, 4) == 0);
     RREQUIRE(l.step == 7 && l.b[4] == 0x3f80); /* 1.0 in bfloat16 */
+    float head[3] = {0};
+    spmd_dcp_shard hs = {"stage.head.bias", "float32", 1, {3}, {0}, {3}, head};
+    RREQUIRE(spmd_dcp_load(ck, &hs, 1, err, sizeof err) == SPMD_OK);
+    RREQUIRE(head[0] == 0.5f && head[1] == -1.0f && (head[2] == 4.0f || head[2] == 2.0f));
     void *d = NULL;
     size_t len = 0;
     RREQUIRE(spmd_dcp_load_bytes(ck, "sampler", &d, &len, err, sizeof err) == SPMD_OK);
