@@ -123,10 +123,16 @@ int main(int argc, char **argv) {
     snprintf(next, sizeof next, "%s/step2", root);
     fprintf(stderr, "test_ckpt_kill: %d trials, seed %u\n", trials, seed);
     srand(seed);
+    /* Kill points spread over a whole save: uniform in [0, 1.2 x the time
+     * an unkilled save takes here, start-up included]. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     REQUIRE(save(prev, 1, -1));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long span_us = (long)((t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000) * 6 / 5 + 1;
     int complete = 0, absent = 0, untouched = 0, before = -1; /* before: next's last complete generation */
     for (int k = 0; k < trials; k++) {
-        long us = rand() % 60000;
+        long us = (long)(((unsigned long)rand() * (unsigned long)RAND_MAX + (unsigned long)rand()) % (unsigned long)span_us);
         save(next, 2 + k, us);
         int g1 = 0, g2 = 0;
         CHECK_MSG(load_gen(prev, &g1) == 1 && g1 == 1, "trial %d (%ld us): the previous checkpoint", k, us);
