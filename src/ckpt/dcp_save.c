@@ -140,30 +140,48 @@ static void shape_txt(char *buf, size_t len, const int64_t *v, int n) {
     if (at < len) snprintf(buf + at, len - at, "]");
 }
 
-/* Ranks agree on each tensor; the lowest rank holding a box owns it. */
+/* Plan order (rank, then the rank's own order) within one key. */
+static int by_key(const void *a, const void *b) {
+    const item *x = *(item *const *)a, *y = *(item *const *)b;
+    int c = strcmp(x->fqn, y->fqn);
+    return c ? c : (x < y ? -1 : x > y);
+}
+
+/* Ranks agree on each tensor; the lowest rank holding a box owns it.  Items
+ * are grouped by key first (sorted), so the pairwise checks stay within a
+ * key: O(n log n + sum of per-key squares). */
 static spmd_status dedup(plan *p, const char *dir, char *err, size_t errlen) {
-    for (size_t i = 0; i < p->n; i++) {
-        item *a = &p->it[i];
-        a->owned = 1;
-        for (size_t j = 0; j < i; j++) {
-            item *b = &p->it[j];
-            if (strcmp(a->fqn, b->fqn)) continue;
-            if (a->is_bytes != b->is_bytes || strcmp(a->dtype, b->dtype) || a->ndim != b->ndim ||
-                memcmp(a->global, b->global, 8 * (size_t)a->ndim)) {
-                char sa[160], sb[160];
-                shape_txt(sa, sizeof sa, a->global, a->ndim);
-                shape_txt(sb, sizeof sb, b->global, b->ndim);
-                return spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
-                                  "save %s: %s: rank %d has %s %s %s, rank %d has %s %s %s", dir, a->fqn, b->rank,
-                                  b->is_bytes ? "bytes" : "tensor", b->dtype, sb, a->rank,
-                                  a->is_bytes ? "bytes" : "tensor", a->dtype, sa);
+    item **ix = malloc((p->n ? p->n : 1) * sizeof *ix);
+    if (!ix) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "save %s: out of memory", dir);
+    for (size_t i = 0; i < p->n; i++) ix[i] = &p->it[i];
+    qsort(ix, p->n, sizeof *ix, by_key);
+    spmd_status st = SPMD_OK;
+    for (size_t g = 0, end; !st && g < p->n; g = end) {
+        for (end = g + 1; end < p->n && !strcmp(ix[end]->fqn, ix[g]->fqn);) end++;
+        for (size_t i = g; !st && i < end; i++) {
+            item *a = ix[i];
+            a->owned = 1;
+            for (size_t j = g; j < i; j++) {
+                item *b = ix[j];
+                if (a->is_bytes != b->is_bytes || strcmp(a->dtype, b->dtype) || a->ndim != b->ndim ||
+                    memcmp(a->global, b->global, 8 * (size_t)a->ndim)) {
+                    char sa[160], sb[160];
+                    shape_txt(sa, sizeof sa, a->global, a->ndim);
+                    shape_txt(sb, sizeof sb, b->global, b->ndim);
+                    st = spmd__fail(err, errlen, SPMD_ERR_MISMATCH,
+                                    "save %s: %s: rank %d has %s %s %s, rank %d has %s %s %s", dir, a->fqn, b->rank,
+                                    b->is_bytes ? "bytes" : "tensor", b->dtype, sb, a->rank,
+                                    a->is_bytes ? "bytes" : "tensor", a->dtype, sa);
+                    break;
+                }
+                if (b->owned && (a->is_bytes || (!memcmp(a->offsets, b->offsets, 8 * (size_t)a->ndim) &&
+                                                 !memcmp(a->sizes, b->sizes, 8 * (size_t)a->ndim))))
+                    a->owned = 0; /* a replica */
             }
-            if (b->owned && (a->is_bytes || (!memcmp(a->offsets, b->offsets, 8 * (size_t)a->ndim) &&
-                                             !memcmp(a->sizes, b->sizes, 8 * (size_t)a->ndim))))
-                a->owned = 0; /* a replica */
         }
     }
-    return SPMD_OK;
+    free(ix);
+    return st;
 }
 
 /* ---- files --------------------------------------------------------------- */
