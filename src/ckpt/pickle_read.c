@@ -257,7 +257,9 @@ static spmd_status op_build(vm *m) {
 
 static spmd_status memo_put(vm *m, uint64_t idx) {
     if (m->sp == 0 || m->stack[m->sp - 1]->type == SPMD__PV_MARK) return bad(m, "memo store of an empty stack%s", "");
-    if (idx >= m->lim->max_memo) return bad(m, "memo index beyond the limit%s", "");
+    /* Python numbers memo entries in order; a sparse index may not exceed the
+     * values made so far, so the memo never outgrows what the input built. */
+    if (idx >= m->lim->max_memo || idx > m->p->nall) return bad(m, "memo index beyond the limit%s", "");
     if (idx >= m->memo_cap) {
         size_t nc = m->memo_cap ? m->memo_cap : 64;
         while (nc <= idx) nc *= 2;

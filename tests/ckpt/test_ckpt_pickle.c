@@ -89,6 +89,7 @@ static void hostile(void) {
     REFUSES("\x80\x02X\xff\xff\xff\x7f" "abc.", "longer than the rest of the input");
     REFUSES("\x80\x02h\x05.", "memo get of an unset index");
     REFUSES("\x80\x02Nr\xff\xff\xff\xff.", "memo index beyond the limit");
+    REFUSES("\x80\x02Nr\xff\xff\xff\x03.", "memo index beyond the limit"); /* under the 64 Mi cap: no 512 MiB memo */
     REFUSES("\x80\x02N.N", "bytes after STOP");
     REFUSES("\x80\x02NN.", "exactly one value");
     REFUSES("\x80\x02X\x02\0\0\0\xc3\x28.", "not UTF-8");
