@@ -6,3 +6,4 @@ spmd_test(test_store_threads SOURCES unit/test_store_threads.c LABELS unit store
 spmd_test(test_store_garbage SOURCES unit/test_store_garbage.c LABELS unit store TIMEOUT 60)
 spmd_test(test_store_fork SOURCES mp/test_store_fork.c LABELS mp store TIMEOUT 60)
 spmd_test(test_store_latency SOURCES unit/test_store_latency.c LABELS unit store ARGS 200 TIMEOUT 60)
+spmd_test(test_store_reply_limit SOURCES mp/test_store_reply_limit.c LABELS mp store TIMEOUT 300)

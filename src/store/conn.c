@@ -58,7 +58,17 @@ void spmd__store_drop(spmd_store_server *s, conn *c, int warn, const char *fmt, 
     }
     spmd__store_unpark(s, c);
     if (c->owned) disown(s, c);
-    s->bytes -= c->in_cap;
+    if (c->mem_wait) {
+        for (conn **pp = &s->waiters; *pp; pp = &(*pp)->wnext)
+            if (*pp == c) {
+                *pp = c->wnext;
+                break;
+            }
+        c->mem_wait = 0;
+        atomic_fetch_sub(&s->nwaiting, 1);
+    }
+    s->unsent -= c->out_len - c->out_off;
+    spmd__store_charge(s, 0, c->in_cap + c->out_cap);
     if (!c->hello_done) s->npending--;
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
@@ -82,26 +92,74 @@ void spmd__store_free_conn(conn *c) {
     free(c);
 }
 
-/* Room for `more` bytes at the end of the output buffer. */
-static int reserve_out(conn *c, size_t more) {
+/* Room for `more` bytes at the end of the output buffer, charged to the
+ * store's total (a large reply gets exactly its size, not a doubling). */
+static int reserve_out(spmd_store_server *s, conn *c, size_t more) {
     if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
     if (c->out_cap - c->out_len >= more) return 0;
     size_t need = c->out_len + more, cap = c->out_cap ? c->out_cap : 4096;
-    while (cap < need) cap *= 2;
+    while (cap < need && cap < KEEP_OUT_CAP) cap *= 2;
+    if (cap < need) cap = need;
     unsigned char *p = realloc(c->out, cap);
     if (!p) return -1;
+    spmd__store_charge(s, cap - c->out_cap, 0);
     c->out = p;
     c->out_cap = cap;
     return 0;
 }
 
+void spmd__store_charge(spmd_store_server *s, size_t add, size_t release) {
+    s->bytes += add;
+    s->bytes -= release;
+    if (release > add) s->memory_freed = 1;
+    if (s->bytes > atomic_load_explicit(&s->peak_bytes, memory_order_relaxed))
+        atomic_store_explicit(&s->peak_bytes, s->bytes, memory_order_relaxed);
+}
+
+int spmd__store_reply_room(spmd_store_server *s, conn *c, size_t vlen) {
+    size_t need = SPMD__STORE_REP_HEAD + vlen, limit = s->lim.max_bytes;
+    size_t grow = need > c->out_cap ? need - c->out_cap : 0; /* its buffer is empty here */
+    if (need > SMALL_REPLY) limit -= limit / 16;
+    if (s->bytes + grow <= limit) return 1;
+    if (!s->unsent) { /* nothing queued could make room: this would wait forever */
+        snprintf(s->limit_msg, sizeof s->limit_msg,
+                 "a reply of %zu bytes would pass the store's memory limit of %zu bytes "
+                 "(SPMD_STORE_MAX_BYTES; %zu in use)", need, s->lim.max_bytes, s->bytes);
+        return -1;
+    }
+    if (!c->mem_wait) {
+        conn **pp = &s->waiters;
+        while (*pp) pp = &(*pp)->wnext;
+        *pp = c;
+        c->wnext = NULL;
+        c->mem_wait = 1;
+        atomic_fetch_add(&s->nwaiting, 1);
+    }
+    set_events(s, c, 0); /* read nothing more from it meanwhile (hang-ups still come) */
+    return 0;
+}
+
+void spmd__store_wake_waiters(spmd_store_server *s) {
+    s->memory_freed = 0;
+    while (s->waiters) {
+        conn *c = s->waiters;
+        s->waiters = c->wnext;
+        c->wnext = NULL;
+        c->mem_wait = 0;
+        atomic_fetch_sub(&s->nwaiting, 1);
+        spmd__store_enqueue(s, c);
+    }
+}
+
 void spmd__store_reply(spmd_store_server *s, conn *c, uint32_t seq, spmd_status st, int64_t num,
                   const void *val, size_t vlen) {
-    if (reserve_out(c, SPMD__STORE_REP_HEAD + vlen)) {
+    if (reserve_out(s, c, SPMD__STORE_REP_HEAD + vlen)) {
         spmd__store_drop(s, c, 1, "out of memory for a %zu-byte reply", vlen);
         return;
     }
-    c->out_len += spmd__store_encode_rep(c->out + c->out_len, seq, st, num, val, (uint32_t)vlen);
+    size_t n = spmd__store_encode_rep(c->out + c->out_len, seq, st, num, val, (uint32_t)vlen);
+    c->out_len += n;
+    s->unsent += n;
 }
 
 void spmd__store_reply_err(spmd_store_server *s, conn *c, uint32_t seq, spmd_status st,
@@ -122,6 +180,7 @@ int spmd__store_flush(spmd_store_server *s, conn *c) {
         ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
+            s->unsent -= (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -134,7 +193,8 @@ int spmd__store_flush(spmd_store_server *s, conn *c) {
     }
     if (c->dead) return 0;
     c->out_off = c->out_len = 0;
-    if (c->out_cap > KEEP_CAP) {
+    if (c->out_cap > KEEP_OUT_CAP) {
+        spmd__store_charge(s, 0, c->out_cap);
         free(c->out);
         c->out = NULL;
         c->out_cap = 0;
@@ -164,12 +224,13 @@ static int handshake(spmd_store_server *s, conn *c) {
     }
     c->in_off += used;
     if (outlen) {
-        if (reserve_out(c, outlen)) {
+        if (reserve_out(s, c, outlen)) {
             spmd__store_drop(s, c, 1, "out of memory");
             return 1;
         }
         memcpy(c->out + c->out_len, out, outlen);
         c->out_len += outlen;
+        s->unsent += outlen;
     }
     if (refuse) {
         if (spmd__ratelimit_ok(&s->refusals, "store server"))
@@ -206,7 +267,14 @@ void spmd__store_process(spmd_store_server *s, conn *c) {
             spmd__store_drop(s, c, 1, "%s", err);
             return;
         }
-        spmd__store_execute(s, c, &req);
+        /* Its reply must fit in the store's memory limit, with the others
+         * queued: until it does, this client waits and nothing more of it is read. */
+        int room = spmd__store_reply_room(s, c, spmd__store_reply_bound(s, &req));
+        if (room == 0) return;
+        if (room < 0)
+            spmd__store_reply_err(s, c, req.seq, SPMD_ERR_NOMEM, "store server: %s", s->limit_msg);
+        else
+            spmd__store_execute(s, c, &req);
         if (c->dead) return;
         if (c->stolen) c->stolen = 0; /* the buffer went with the value */
         else c->in_off += req.frame_len;
@@ -215,7 +283,7 @@ void spmd__store_process(spmd_store_server *s, conn *c) {
     if (!c->dead && c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
         if (c->in_cap > KEEP_CAP) {
-            s->bytes -= c->in_cap;
+            spmd__store_charge(s, 0, c->in_cap);
             free(c->in);
             c->in = NULL;
             c->in_cap = 0;
@@ -264,7 +332,7 @@ void spmd__store_on_readable(spmd_store_server *s, conn *c) {
                 spmd__store_drop(s, c, 1, "out of memory for its input");
                 return;
             }
-            s->bytes += more;
+            spmd__store_charge(s, more, 0);
             c->in = p;
             c->in_cap = cap;
         }
@@ -287,7 +355,7 @@ void spmd__store_on_readable(spmd_store_server *s, conn *c) {
         return;
     }
     spmd__store_process(s, c);
-    if (!eof || c->dead) return;
+    if (!eof || c->dead || c->mem_wait) return; /* (a waiter sees the EOF again once served) */
     /* The peer is gone.  Whole requests before the EOF were served above. */
     if (c->in_len > c->in_off)
         spmd__store_drop(s, c, 1, "connection closed in the middle of a %s (%zu bytes of it received)",

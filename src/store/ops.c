@@ -61,10 +61,10 @@ static void fire(spmd_store_server *s, entry *e) {
 static void account(spmd_store_server *s, entry *e, int sign) {
     size_t n = e->klen + e->vbytes;
     if (sign > 0) {
-        s->bytes += n;
+        spmd__store_charge(s, n, 0);
         if (e->owner) e->owner->owned += n;
     } else {
-        s->bytes -= n;
+        spmd__store_charge(s, 0, n);
         if (e->owner) e->owner->owned -= n;
     }
 }
@@ -115,7 +115,7 @@ static int set_value_from(spmd_store_server *s, conn *c, entry *e, const void *v
     if (take_input) {
         e->block = c->in;
         e->val = (unsigned char *)val;
-        s->bytes -= c->in_cap; /* now charged as the entry's */
+        spmd__store_charge(s, 0, c->in_cap); /* now charged as the entry's */
         c->in = NULL;
         c->in_cap = c->in_len = c->in_off = 0;
         c->stolen = 1;
@@ -191,8 +191,13 @@ void spmd__store_evaluate_park(spmd_store_server *s, conn *c) {
         uint32_t kl;
         spmd__store_next_key(c->park_keys, &k, &kl);
         entry *e = spmd__store_table_lookup(&s->table, k, kl);
+        int room = spmd__store_reply_room(s, c, e->vlen);
+        if (room == 0) return; /* answered when memory comes free */
         spmd__store_unpark(s, c);
-        spmd__store_reply(s, c, seq, SPMD_OK, 0, e->val, e->vlen);
+        if (room < 0)
+            spmd__store_reply_err(s, c, seq, SPMD_ERR_NOMEM, "store server: %s", s->limit_msg);
+        else
+            spmd__store_reply(s, c, seq, SPMD_OK, 0, e->val, e->vlen);
     } else {
         spmd__store_unpark(s, c);
         spmd__store_reply(s, c, seq, SPMD_OK, 0, NULL, 0);
@@ -250,7 +255,12 @@ void spmd__store_expire_parked(spmd_store_server *s, uint64_t now) {
             uint32_t missing = c->missing;
             int op = c->park_op;
             spmd__store_unpark(s, c);
-            if (op == SPMD__STORE_OP_GET)
+            if (!missing) /* the key came, but its reply waited for memory */
+                spmd__store_reply_err(s, c, seq, SPMD_ERR_TIMEOUT,
+                                      "the value was set but the store had no room for the reply "
+                                      "within %u ms (SPMD_STORE_MAX_BYTES %zu; other clients' "
+                                      "replies are not being read)", tmo, s->lim.max_bytes);
+            else if (op == SPMD__STORE_OP_GET)
                 spmd__store_reply_err(s, c, seq, SPMD_ERR_TIMEOUT, "key '%s' not set within %u ms", key, tmo);
             else
                 spmd__store_reply_err(s, c, seq, SPMD_ERR_TIMEOUT,
@@ -263,6 +273,24 @@ void spmd__store_expire_parked(spmd_store_server *s, uint64_t now) {
 }
 
 /* ---- requests -------------------------------------------------------------- */
+size_t spmd__store_reply_bound(spmd_store_server *s, const spmd__store_req *r) {
+    entry *e;
+    switch (r->op) {
+    case SPMD__STORE_OP_GET:
+    case SPMD__STORE_OP_TRY_GET:
+        e = spmd__store_table_lookup(&s->table, r->key, r->klen);
+        return e && e->present ? e->vlen : 0; /* an absent key parks: checked when it comes */
+    case SPMD__STORE_OP_CAS: {
+        size_t n = r->vlen[0] > r->vlen[1] ? r->vlen[0] : r->vlen[1];
+        e = spmd__store_table_lookup(&s->table, r->key, r->klen);
+        if (e && e->present && e->vlen > n) n = e->vlen;
+        return n;
+    }
+    default:
+        return 0;
+    }
+}
+
 static void set_failed(spmd_store_server *s, conn *c, uint32_t seq, int rc) {
     if (rc == -2) spmd__store_reply_err(s, c, seq, SPMD_ERR_NOMEM, "store server: %s", s->limit_msg);
     else spmd__store_reply_err(s, c, seq, SPMD_ERR_NOMEM, "store server out of memory");

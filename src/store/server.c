@@ -105,7 +105,12 @@ spmd_status spmd_store_server_run(spmd_store_server *s) {
             if (evs[i].events & EPOLLOUT) {
                 if (spmd__store_flush(s, c)) spmd__store_enqueue(s, c);
             }
-            if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+            if (!c->dead && c->mem_wait && (evs[i].events & (EPOLLHUP | EPOLLERR))) {
+                spmd__store_drop(s, c, 0, "it hung up with a reply waiting for memory");
+                continue;
+            }
+            if (!c->dead && !c->mem_wait &&
+                (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 spmd__store_on_readable(s, c);
         }
         uint64_t now = spmd__now_ns();
@@ -117,7 +122,9 @@ spmd_status spmd_store_server_run(spmd_store_server *s) {
             else s->accept_resume_ns = now + ACCEPT_PAUSE_NS;
         }
         /* Woken and timed-out connections: re-check, flush, read on. */
-        while (s->qhead) {
+        for (;;) {
+            if (!s->qhead && s->memory_freed && s->waiters) spmd__store_wake_waiters(s);
+            if (!s->qhead) break;
             conn *c = s->qhead;
             s->qhead = c->qnext;
             if (!s->qhead) s->qtail = NULL;
@@ -245,4 +252,15 @@ void spmd_store_server_forget(spmd_store_server *s) {
 void spmd__store_server_stats(const spmd_store_server *s, int *conns, int *parked) {
     if (conns) *conns = atomic_load(&s->nconns);
     if (parked) *parked = atomic_load(&s->nparked);
+}
+
+void spmd__store_server_memory(spmd_store_server *s, size_t *peak_bytes, int *replying,
+                               int *waiting) {
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (conn *c = s->conns; c; c = c->next) n += c->out_len > c->out_off;
+    *replying = n;
+    *waiting = atomic_load(&s->nwaiting);
+    *peak_bytes = atomic_load(&s->peak_bytes);
+    pthread_mutex_unlock(&s->mu);
 }

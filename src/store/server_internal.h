@@ -29,6 +29,12 @@
 #define KEEP_CAP ((size_t)1 << 20)
 /* A value this large that arrived alone takes its input buffer rather than a copy. */
 #define TAKE_MIN ((size_t)1 << 20)
+/* Output buffers above this size are released once sent (they count against
+ * SPMD_STORE_MAX_BYTES while kept). */
+#define KEEP_OUT_CAP IO_CHUNK
+/* Replies larger than this leave the last sixteenth of SPMD_STORE_MAX_BYTES to
+ * small ones, so that readers of big values never stall everyone else. */
+#define SMALL_REPLY IO_CHUNK
 /* How long accepting pauses when out of descriptors or memory. */
 #define ACCEPT_PAUSE_NS (100ull * 1000000ull)
 
@@ -88,6 +94,8 @@ struct conn {
     conn *pprev, *pnext;      /* parked connections */
     conn *qnext;              /* work queue */
     int queued;
+    int mem_wait;             /* its next reply waits for store memory (conn.c) */
+    conn *wnext;              /* waiting for memory */
     conn *gnext; /* graveyard */
 };
 
@@ -105,7 +113,12 @@ struct spmd_store_server {
     int accept_paused;
     uint64_t accept_resume_ns;
     int npending;        /* connections still in their handshake */
-    size_t bytes;        /* keys and values present plus input buffers */
+    size_t bytes;        /* keys and values present plus input and output buffers */
+    size_t unsent;       /* reply bytes queued and not yet sent, all clients */
+    conn *waiters;       /* clients whose next reply waits for memory, oldest first */
+    int memory_freed;    /* wake the waiters at the end of this turn */
+    atomic_int nwaiting; /* (for tests) */
+    atomic_size_t peak_bytes; /* (for tests) the highest `bytes` seen */
     spmd__auth auth;
     spmd__store_limits lim;
     spmd__ratelimit refusals; /* warnings about strangers */
@@ -130,6 +143,8 @@ void spmd__store_execute(spmd_store_server *s, conn *c, const spmd__store_req *r
 void spmd__store_evaluate_park(spmd_store_server *s, conn *c);
 void spmd__store_unpark(spmd_store_server *s, conn *c);
 void spmd__store_expire_parked(spmd_store_server *s, uint64_t now);
+/* The largest reply request r can produce, value bytes only. */
+size_t spmd__store_reply_bound(spmd_store_server *s, const spmd__store_req *r);
 
 /* ---- conn.c ---- */
 void spmd__store_enqueue(spmd_store_server *s, conn *c);
@@ -141,6 +156,15 @@ void spmd__store_reply(spmd_store_server *s, conn *c, uint32_t seq, spmd_status 
 void spmd__store_reply_err(spmd_store_server *s, conn *c, uint32_t seq, spmd_status st,
                            const char *fmt, ...) SPMD__PRINTF(5, 6);
 int spmd__store_flush(spmd_store_server *s, conn *c);
+/* May a reply carrying vlen value bytes be queued for c now?  1: yes; 0: not
+ * yet — c now waits for memory (it reads nothing more) and is served again
+ * when other replies drain; -1: never (nothing queued could free room; answer
+ * an error).  The check that keeps queued replies inside SPMD_STORE_MAX_BYTES. */
+int spmd__store_reply_room(spmd_store_server *s, conn *c, size_t vlen);
+/* The waiters go back on the work queue (memory came free). */
+void spmd__store_wake_waiters(spmd_store_server *s);
+/* Account bytes added to (delta > 0) or released from the store's total. */
+void spmd__store_charge(spmd_store_server *s, size_t add, size_t release);
 void spmd__store_on_readable(spmd_store_server *s, conn *c);
 void spmd__store_process(spmd_store_server *s, conn *c);
 void spmd__store_expire_handshakes(spmd_store_server *s, uint64_t now);
