@@ -56,5 +56,22 @@ int main(void) {
     setenv("SPMD_TEST_INT", "4x", 1);
     CHECK(spmd__env_int("SPMD_TEST_INT", 0, 100, &v) == SPMD_ERR_INVALID);
     CHECK(spmd__env_int("SPMD_TEST_UNSET_VAR", 0, 100, &v) == SPMD_ERR_NOTFOUND);
+
+    /* A malformed numeric SPMD_* variable is an error naming it and its value. */
+    char err[256] = "";
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_OK);
+    setenv("SPMD_TIMEOUT", "30x", 1);
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_ERR_INVALID && strstr(err, "SPMD_TIMEOUT='30x'"));
+    setenv("SPMD_TIMEOUT", "45s", 1);
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_OK);
+    setenv("SPMD_SHM_SLOT_BYTES", "64k", 1);
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_ERR_INVALID && strstr(err, "SPMD_SHM_SLOT_BYTES='64k'"));
+    setenv("SPMD_SHM_SLOT_BYTES", "100", 1); /* below its range */
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_ERR_INVALID && strstr(err, "[4096, "));
+    unsetenv("SPMD_SHM_SLOT_BYTES");
+    setenv("SPMD_HEARTBEAT_TIMEOUT", "five", 1);
+    CHECK(spmd__env_check_numeric(err, sizeof err) == SPMD_ERR_INVALID && strstr(err, "SPMD_HEARTBEAT_TIMEOUT='five'"));
+    unsetenv("SPMD_HEARTBEAT_TIMEOUT");
+    unsetenv("SPMD_TIMEOUT");
     TEST_MAIN_END();
 }
