@@ -291,11 +291,12 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
  * (non-zero exit or signal), the remaining children are killed and `report`
  * (if not NULL) tells which rank failed first and how.  Returns SPMD_OK if
  * every rank returned 0. */
-/* Inside a job started by an MPI launcher whose groups use the MPI backend
- * (SPMD_BACKEND=mpi, or auto), nothing is forked: the launcher made the ranks,
- * so this process runs fn(its rank, nprocs, arg) itself (nprocs must equal
- * the job's size) and the result is its own; timeout_ms is then not enforced
- * (the group's deadline still holds for every call). */
+/* Inside a job started by a launcher (spmdrun, torchrun, mpirun, srun, a PMI
+ * launcher: the environment names this process's rank), nothing is forked:
+ * the launcher made the ranks, so this process runs fn(its rank, nprocs, arg)
+ * itself and the result is its own; nprocs must equal the job's size, else
+ * SPMD_ERR_INVALID naming both.  timeout_ms is then not enforced (the group's
+ * deadline still holds for every call). */
 typedef int (*spmd_spawn_fn)(int rank, int world_size, void *arg);
 spmd_status spmd_spawn(int nprocs, spmd_spawn_fn fn, void *arg, char *report, size_t reportlen);
 /* Like spmd_spawn with a deadline: children still running after timeout_ms

@@ -250,7 +250,8 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_init: out is NULL");
     if (!opts) opts = &dflt;
     spmd__backend backend;
-    spmd_status st = spmd__backend_choose(opts, &backend, err, errlen);
+    spmd_status st = spmd__env_check_numeric(err, errlen);
+    if (!st) st = spmd__backend_choose(opts, &backend, err, errlen);
     if (st) return st;
 #ifdef SPMD_HAVE_MPI
     if (backend == SPMD__BACKEND_MPI) return spmd__group_init_mpi(opts, out, err, errlen);
