@@ -1085,7 +1085,6 @@ spmd_status spmd_store_server_open(const char *host, int port, spmd_store_server
     s->seed = spmd__now_ns() ^ (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32);
     char e2[SPMD__ERRLEN];
     spmd_status st = spmd__store_limits_from_env(&s->lim, e2, sizeof e2);
-    if (!st) st = spmd__auth_ensure(e2, sizeof e2);
     if (!st) st = spmd__auth_get(&s->auth, e2, sizeof e2);
     if (st) {
         destroy(s);
