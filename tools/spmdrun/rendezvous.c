@@ -197,7 +197,9 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen) {
                                             (int)(left < 1000 ? (left > 0 ? left : 1) : 1000),
                                             &r->st, e, sizeof e);
         if (st == SPMD_OK) break;
-        if (st == SPMD_ERR_INVALID || spmd__now_ms() >= deadline) {
+        /* A refusal (wrong secret, version) is final; an absent store is retried. */
+        if (st == SPMD_ERR_INVALID || st == SPMD_ERR_PROTOCOL || st == SPMD_ERR_MISMATCH ||
+            spmd__now_ms() >= deadline) {
             snprintf(err, errlen, "cannot reach the rendezvous store at %s:%d: %s", r->ep_host,
                      r->ep_port, e);
             goto fail;
