@@ -245,3 +245,12 @@ void spmd__store_server_stats(const spmd_store_server *s, int *conns, int *parke
     if (conns) *conns = atomic_load(&s->nconns);
     if (parked) *parked = atomic_load(&s->nparked);
 }
+
+unsigned spmd__store_server_refusals(spmd_store_server *s, uint64_t *at_ns, char *last, size_t len) {
+    pthread_mutex_lock(&s->mu);
+    unsigned n = s->nrefused;
+    *at_ns = s->refused_ns;
+    if (len) snprintf(last, len, "%s", s->refused_last);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

@@ -11,8 +11,8 @@
 #   - seed 003: mpirun -np 4 -x MASTER_ADDR -x MASTER_PORT ./prog
 #   - srun: four processes given exactly the SLURM_* variables srun sets;
 #   - two nodes: spmdrun --nnodes 2 in each namespace (one shared home);
-#   - a node whose home lacks the file (another secret) is refused, and both
-#     nodes fail with the cause instead of waiting out their deadline.
+#   - one rank with a wrong secret: all ranks fail in seconds, naming it;
+#   - a node whose home lacks the file (another secret) is refused at once.
 # usage: nosecret.sh SPMDRUN WORKER ALLREDUCE SELFFORM
 SPMDRUN=$1 WORKER=$2 PROG=$3 SELF=$4
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +41,19 @@ run self_tcp $IN0 "$SELF" tcp 4 29501
 expect_count "$TMP/self_tcp.out" '^selfform ok rank [0-3] of 4$' 4
 run self_file $IN0 "$SELF" file 4 "$TMP/rdzv"
 expect_count "$TMP/self_file.out" '^selfform ok rank [0-3] of 4$' 4
+
+# One rank with another secret: every rank fails, long before SPMD_TIMEOUT /
+# the program's 120 s (the 100 s guard), each naming the cause; the waiting
+# ranks name the refused client's address and the rank that never came.
+for bad in 1 3; do
+    timeout 100 $IN0 "$SELF" env 4 29503 $bad >"$TMP/bad$bad.out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "bad rank $bad: exit $rc"
+    expect_count "$TMP/bad$bad.out" "^selfform rank [0-3] failed: rank [0-3]: .*wrong job secret" 4
+    expect_text "$TMP/bad$bad.out" "selfform rank $bad failed: rank $bad: cannot reach the store"
+    expect_count "$TMP/bad$bad.out" "rank(s) $bad never connected" 3
+    [ "$FAILED" -eq 0 ] || show "$TMP/bad$bad.out"
+done
 
 if command -v mpirun >/dev/null 2>&1; then
     cp "$PROG" "$TMP/hello"
