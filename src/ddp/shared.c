@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/reduce.h"
+#include "common/fnv.h"
 #include "ddp_internal.h"
 
 spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
@@ -127,7 +128,7 @@ spmd_status spmd__ddp_share(spmd_ddp *d) {
     for (int i = 0; i < d->np && layout; i++) {
         const dparam *p = &d->p[i];
         if (p->grad < base || p->grad + p->count > base + d->shm_count) layout = 0; /* outside: no sharing */
-        else layout = (layout ^ (uint64_t)(p->grad - base)) * 1099511628211ull ^ p->count;
+        else layout = (layout ^ (uint64_t)(p->grad - base)) * SPMD__FNV64_PRIME ^ p->count;
     }
     st = spmd__group_shm_connect(d->g, d->shm, layout, &d->shared, d->err, sizeof d->err);
     if (st || !d->shared) return st;

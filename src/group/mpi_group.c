@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "common/fnv.h"
 #include "group_internal.h"
 #include "spmd/mpi.h"
 #include "transport/mpi_internal.h"
@@ -147,8 +148,8 @@ int spmd_group_mpi_thread_level(const spmd_group *g) {
 }
 
 static uint64_t list_hash(const int *ranks, int n) {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
-    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)ranks[i]) * 1099511628211ull;
+    uint64_t h = SPMD__FNV64_OFFSET ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)ranks[i]) * SPMD__FNV64_PRIME; /* FNV-1a over whole ranks */
     return h >> 1; /* non-negative as an int64, so it can be negated */
 }
 

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/fnv.h"
 #include "arena.h"
 #include "fdpass.h"
 #include "mesh.h"
@@ -125,9 +126,9 @@ void spmd__shm_free(spmd__shm *s) {
 /* This kernel, as a number (0 when unknown): ranks share only under one. */
 static uint64_t kernel_id(void) {
     char boot[SPMD__BOOT_ID_LEN];
-    uint64_t pidns = 0, h = 1469598103934665603ull;
+    uint64_t pidns = 0, h;
     if (!spmd__kernel_identity(boot, &pidns)) return 0;
-    for (int i = 0; i < SPMD__BOOT_ID_LEN && boot[i]; i++) h = (h ^ (unsigned char)boot[i]) * 1099511628211ull;
+    h = spmd__fnv1a64(SPMD__FNV64_OFFSET, boot, strnlen(boot, SPMD__BOOT_ID_LEN));
     return h ? h : 1;
 }
 
