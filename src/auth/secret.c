@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "auth/auth.h"
-#include "auth/procs.h"
+#include "common/procs.h"
 #include "spmd/auth.h"
 
 static pthread_mutex_t gen_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -55,8 +55,8 @@ spmd_status spmd_ddp_create(spmd_group *g, const spmd_ddp_opts *opts, spmd_ddp *
 void spmd_ddp_free(spmd_ddp *d) {
     if (!d) return;
     spmd__ddp_free_buckets(d);
-    spmd__shm_free(d->shm);
-    spmd__shm_free(d->step_shm);
+    spmd__arena_free(d->shm);
+    spmd__arena_free(d->step_shm);
     for (int i = 0; i < d->np; i++) free(d->p[i].name);
     for (int i = 0; i < d->nb; i++) free(d->b[i].name);
     free(d->p);

@@ -119,9 +119,9 @@ void spmd__exec_help(spmd_work *w);
 
 /* ---- memory shared by the ranks of one host (shared_mem.c) ---------------- */
 /* transport/arena.h's arena for this group's ranks. */
-spmd__shm *spmd__group_shm_alloc(spmd_group *g, size_t bytes);
+spmd__arena *spmd__group_shm_alloc(spmd_group *g, size_t bytes);
 /* Collective: map every rank's arena (arena.h), agreeing through g's collectives. */
-spmd_status spmd__group_shm_connect(spmd_group *g, spmd__shm *s, uint64_t layout, int *shared, char *err,
+spmd_status spmd__group_shm_connect(spmd_group *g, spmd__arena *s, uint64_t layout, int *shared, char *err,
                                     size_t errlen);
 
 #endif

@@ -20,7 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "auth/procs.h"
+#include "common/procs.h"
 #include "backend.h"
 #include "envinfo.h"
 #include "group_internal.h"
