@@ -1,7 +1,8 @@
 /* init.c — forming a group: who am I (options, URL or environment), where is
  * the store (hosted by rank 0 unless a launcher or the caller provides one),
  * agreement on the world size and a job id, then the mesh of connections and
- * the threads.  Also the group's error and failure state, and destroy. */
+ * the threads.  Also the group's failure state and destroy (its error text:
+ * error.c; its accessors: accessors.c). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,49 +18,6 @@
 #include "envinfo.h"
 #include "group_internal.h"
 #include "transport/path.h"
-
-/* ---- errors and failure -------------------------------------------------- */
-
-spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ...) {
-    if (!g) return st;
-    char buf[SPMD__ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&g->err_mu);
-    snprintf(g->errmsg, sizeof g->errmsg, "%s", buf);
-    pthread_mutex_unlock(&g->err_mu);
-    return st;
-}
-
-int64_t spmd__group_deadline(const spmd_group *g) { return spmd__deadline(g->timeout_ms); }
-
-/* ---- accessors ---------------------------------------------------------- */
-
-int spmd_group_rank(const spmd_group *g) { return g ? g->rank : -1; }
-int spmd_group_size(const spmd_group *g) { return g ? g->world : -1; }
-int spmd_group_local_rank(const spmd_group *g) { return g ? g->local_rank : -1; }
-int spmd_group_local_size(const spmd_group *g) { return g ? g->local_world : -1; }
-/* The paths this rank's peers are reached by: shared memory, TCP, or both;
- * "+aes-gcm" when the TCP ones are encrypted (SPMD_ENCRYPT=1). */
-const char *spmd_group_backend(const spmd_group *g) {
-    if (!g) return "?";
-    if (g->t.ext) return g->t.ext->name;
-    int shm = spmd__shm_link_peers(g->t.shm), others = g->world - 1 - shm, sealed = 0;
-    for (int p = 0; p < g->world && !sealed; p++)
-        sealed = g->t.path[SPMD__CH_P2P] && g->t.path[SPMD__CH_P2P][p] &&
-                 g->t.path[SPMD__CH_P2P][p]->ops == &spmd__path_sealed_ops;
-    if (sealed) return shm ? "shm+tcp+aes-gcm" : "tcp+aes-gcm";
-    return shm && others ? "shm+tcp" : shm ? "shm" : "tcp";
-}
-spmd_store *spmd_group_store(spmd_group *g) { return g ? g->store : NULL; }
-
-const char *spmd_group_errmsg(const spmd_group *g) {
-    /* The message is copied per call site into a buffer owned by the group;
-     * reading it while another thread fails a call may show either message. */
-    return g ? g->errmsg : "no group";
-}
 
 static int default_timeout_ms(void) {
     const char *s = getenv("SPMD_TIMEOUT");

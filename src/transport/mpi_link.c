@@ -455,6 +455,8 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
     m->ext_state = l;
     m->caller_thread_only = spmd__mpi_level() != MPI_THREAD_MULTIPLE;
     m->ext = &spmd__mpi_ext;
+    m->fail_pending = spmd__mpi_fail_all;
+    m->tell_peers = broadcast_abort;
     return SPMD_OK;
 fail_comms: /* communicators a failed attach made are left alone (see the top) */
 fail_ids:
@@ -499,5 +501,5 @@ static void stop(spmd__mesh *m) {
 
 const spmd__mesh_ext spmd__mpi_ext = {
     "mpi",          spmd__mpi_xfer,     spmd__mpi_post_send,  spmd__mpi_post_recv, spmd__mpi_poll,
-    spmd__mpi_wait, spmd__mpi_cancel, spmd__mpi_fail_all, broadcast_abort,     stop,
+    spmd__mpi_wait, spmd__mpi_cancel, stop,
 };

@@ -1,0 +1,24 @@
+/* src/group/accessors.c — what a group is: rank, size, the local ranks, the
+ * paths its peers are reached by, its store, its deadline. */
+#include "group_internal.h"
+#include "transport/path.h"
+
+int spmd_group_rank(const spmd_group *g) { return g ? g->rank : -1; }
+int spmd_group_size(const spmd_group *g) { return g ? g->world : -1; }
+int spmd_group_local_rank(const spmd_group *g) { return g ? g->local_rank : -1; }
+int spmd_group_local_size(const spmd_group *g) { return g ? g->local_world : -1; }
+/* The paths this rank's peers are reached by: shared memory, TCP, or both;
+ * "+aes-gcm" when the TCP ones are encrypted (SPMD_ENCRYPT=1). */
+const char *spmd_group_backend(const spmd_group *g) {
+    if (!g) return "?";
+    if (g->t.ext) return g->t.ext->name;
+    int shm = spmd__shm_link_peers(g->t.shm), others = g->world - 1 - shm, sealed = 0;
+    for (int p = 0; p < g->world && !sealed; p++)
+        sealed = g->t.path[SPMD__CH_P2P] && g->t.path[SPMD__CH_P2P][p] &&
+                 g->t.path[SPMD__CH_P2P][p]->ops == &spmd__path_sealed_ops;
+    if (sealed) return shm ? "shm+tcp+aes-gcm" : "tcp+aes-gcm";
+    return shm && others ? "shm+tcp" : shm ? "shm" : "tcp";
+}
+spmd_store *spmd_group_store(spmd_group *g) { return g ? g->store : NULL; }
+
+int64_t spmd__group_deadline(const spmd_group *g) { return spmd__deadline(g->timeout_ms); }
