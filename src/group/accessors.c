@@ -1,5 +1,6 @@
 /* src/group/accessors.c — what a group is: rank, size, the local ranks, the
- * paths its peers are reached by, its store, its deadline. */
+ * paths its peers are reached by, its store, its deadline and timeout. */
+#include <stdlib.h>
 #include "group_internal.h"
 #include "transport/path.h"
 
@@ -22,3 +23,15 @@ const char *spmd_group_backend(const spmd_group *g) {
 spmd_store *spmd_group_store(spmd_group *g) { return g ? g->store : NULL; }
 
 int64_t spmd__group_deadline(const spmd_group *g) { return spmd__deadline(g->timeout_ms); }
+
+/* SPMD_TIMEOUT (a duration), else SPMD_DEFAULT_TIMEOUT_MS. */
+int spmd__group_default_timeout_ms(void) {
+    const char *s = getenv("SPMD_TIMEOUT");
+    long ms;
+    if (s && *s && spmd__parse_duration_ms(s, &ms) == SPMD_OK && ms > 0) return (int)ms;
+    return SPMD_DEFAULT_TIMEOUT_MS;
+}
+
+void spmd_group_set_timeout(spmd_group *g, int timeout_ms) {
+    if (g) g->t.timeout_ms = g->timeout_ms = timeout_ms > 0 ? timeout_ms : spmd__group_default_timeout_ms();
+}

@@ -63,6 +63,8 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
 #define spmd__group_fail(g, ...) spmd__mesh_fail(&(g)->t, __VA_ARGS__)
 #define spmd__group_check(g, msg, len) spmd__mesh_check(&(g)->t, msg, len)
 int64_t spmd__group_deadline(const spmd_group *g);
+/* SPMD_TIMEOUT, else SPMD_DEFAULT_TIMEOUT_MS (accessors.c). */
+int spmd__group_default_timeout_ms(void);
 
 /* ---- work handles (work.c) ---------------------------------------------- */
 typedef enum { SPMD__W_SEND, SPMD__W_RECV, SPMD__W_COLL } spmd__work_kind;
@@ -100,12 +102,12 @@ int spmd__work_done(spmd_work *w);
  * starts later) to a core of its own among the host's ranks (bind.c). */
 void spmd__group_bind(int local_rank, int local_world);
 
-/* ---- group life cycle (init.c), shared with subgroup.c ------------------ */
+/* ---- group life cycle (init.c; a bare group: alloc.c), shared with subgroup.c */
 /* Claim the rank, agree on the world size and job id through g->store,
  * build the mesh and start the threads. */
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
-spmd_group *spmd__group_alloc_sub(int rank, int world);
-void spmd__group_free_sub(spmd_group *g);
+spmd_group *spmd__group_alloc(int rank, int world);
+void spmd__group_free(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */
 spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen);

@@ -19,50 +19,11 @@
 #include "group_internal.h"
 #include "transport/path.h"
 
-static int default_timeout_ms(void) {
-    const char *s = getenv("SPMD_TIMEOUT");
-    long ms;
-    if (s && *s && spmd__parse_duration_ms(s, &ms) == SPMD_OK && ms > 0) return (int)ms;
-    return SPMD_DEFAULT_TIMEOUT_MS;
-}
-
 void spmd_group_abort(spmd_group *g, const char *reason) {
     if (g) spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d aborted the group: %s", g->rank, reason ? reason : "");
 }
 
-void spmd_group_set_timeout(spmd_group *g, int timeout_ms) {
-    if (g) g->t.timeout_ms = g->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms();
-}
-
 /* ---- construction ------------------------------------------------------- */
-
-static spmd_group *group_alloc(int rank, int world) {
-    spmd_group *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    g->rank = rank;
-    g->world = world;
-    g->local_world = 1;
-    pthread_mutex_init(&g->err_mu, NULL);
-    if (spmd__mesh_init(&g->t, rank, world) != SPMD_OK) {
-        pthread_mutex_destroy(&g->err_mu);
-        free(g);
-        return NULL;
-    }
-    g->rec = spmd__rec_new();
-    spmd__rec_attach(g);
-    return g;
-}
-
-static void group_free(spmd_group *g) {
-    spmd__mesh_close(&g->t);
-    spmd__rec_free(g->rec);
-    if (g->store) spmd_store_close(g->store);
-    if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
-    spmd_store_server_stop(g->store_server);
-    free(g->parent_ranks);
-    pthread_mutex_destroy(&g->err_mu);
-    free(g);
-}
 
 /* The mesh's copy of what it needs to know of the group (name, deadline,
  * ranks per host). */
@@ -224,10 +185,10 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (rank >= world)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID, "rank %d is out of range for world size %d", rank, world);
 
-    spmd_group *g = group_alloc(rank, world);
+    spmd_group *g = spmd__group_alloc(rank, world);
     if (!g) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     snprintf(g->name, sizeof g->name, "%s", opts->name ? opts->name : "default");
-    g->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : default_timeout_ms();
+    g->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : spmd__group_default_timeout_ms();
     g->local_rank = env.local_rank;
     g->local_world = env.local_world;
     spmd__group_bind(g->local_rank, g->local_world); /* SPMD_BIND */
@@ -298,7 +259,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
 fail:
     spmd__exec_stop(g);
     spmd__p2p_stop(&g->t);
-    group_free(g);
+    spmd__group_free(g);
     return st;
 }
 
@@ -306,9 +267,5 @@ void spmd_group_destroy(spmd_group *g) {
     if (!g) return;
     spmd__exec_stop(g);
     spmd__p2p_stop(&g->t);
-    group_free(g);
+    spmd__group_free(g);
 }
-
-/* Used by subgroup.c: a bare group sharing the parent's store connection. */
-spmd_group *spmd__group_alloc_sub(int rank, int world) { return group_alloc(rank, world); }
-void spmd__group_free_sub(spmd_group *g) { group_free(g); }
