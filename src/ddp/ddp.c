@@ -25,7 +25,7 @@
 spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    spmd__vfail(d->err, sizeof d->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

@@ -7,14 +7,10 @@
 
 spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ...) {
     if (!g) return st;
-    char buf[SPMD__ERRLEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    spmd__vfail_locked(&g->err_mu, g->errmsg, sizeof g->errmsg, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&g->err_mu);
-    snprintf(g->errmsg, sizeof g->errmsg, "%s", buf);
-    pthread_mutex_unlock(&g->err_mu);
     return st;
 }
 

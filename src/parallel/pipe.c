@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common.h"
 #include "common/seconds.h"
 #include "spmd/parallel.h"
 
@@ -44,7 +45,7 @@ struct spmd_pipe {
 static spmd_status failf(spmd_pipe *p, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->err, sizeof p->err, fmt, ap);
+    spmd__vfail(p->err, sizeof p->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

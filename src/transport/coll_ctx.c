@@ -27,7 +27,7 @@ spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, 
     if (!c->err[0] || st) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(c->err, sizeof c->err, fmt, ap);
+        spmd__vfail(c->err, sizeof c->err, st, fmt, ap);
         va_end(ap);
     }
     return st;
