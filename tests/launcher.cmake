@@ -40,6 +40,7 @@ spmd_launcher_script(launcher_restart restart.sh)
 spmd_launcher_script(launcher_output output.sh)
 spmd_launcher_script(launcher_standalone standalone.sh)
 spmd_launcher_script(launcher_signals signals.sh)
+spmd_launcher_script(launcher_spawn spawn.sh ARGS ${PROJECT_BINARY_DIR}/examples/allreduce_ones)
 spmd_launcher_script(launcher_multinode multinode.sh)
 spmd_launcher_script(launcher_elastic elastic.sh)
 # Needs root (network namespaces) and the group library; skips (77) without the former.

@@ -10,6 +10,7 @@ spmd_group *spmd__group_alloc(int rank, int world) {
     g->rank = rank;
     g->world = world;
     g->local_world = 1;
+    g->store_host = -1;
     pthread_mutex_init(&g->err_mu, NULL);
     if (spmd__mesh_init(&g->t, rank, world) != SPMD_OK) {
         pthread_mutex_destroy(&g->err_mu);
@@ -27,6 +28,7 @@ void spmd__group_free(spmd_group *g) {
     if (g->store) spmd_store_close(g->store);
     if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
     spmd_store_server_stop(g->store_server);
+    spmd_store_server_stop(g->standby_server);
     free(g->parent_ranks);
     pthread_mutex_destroy(&g->err_mu);
     free(g);

@@ -50,6 +50,13 @@ struct spmd_group {
     int *parent_ranks;            /* [world] rank in parent (subgroups only) */
     int subgroup_counter;
 
+    /* recovery in place (shrink.c) */
+    int epoch;                    /* 0 at init, one more per shrink */
+    int shrink_attempts;          /* spmd_group_shrink calls on this group (collective: alike on survivors) */
+    int store_host;               /* the rank of this group that hosts its store, -1: none (a launcher does) */
+    spmd_store_server *standby_server; /* owned: the standby store this rank hosts (standby.c) */
+    char standby_addr[300];       /* "port host" of the standby store, "" when there is none */
+
     /* last error message of a call on this group */
     pthread_mutex_t err_mu;
     char errmsg[SPMD__ERRLEN];
@@ -107,6 +114,20 @@ void spmd__group_bind(int local_rank, int local_world);
  * build the mesh and start the threads. */
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
 spmd_group *spmd__group_alloc(int rank, int world);
+/* Collective: when a rank of g hosts g's store, the next rank starts a
+ * standby store and every rank learns its address (standby.c). */
+spmd_status spmd__group_standby_start(spmd_group *g, char *err, size_t errlen);
+/* The store prefix of g's lineage: g's without the "e<epoch>/" of a shrink
+ * or grow (shrink.c). */
+void spmd__group_base_prefix(const spmd_group *g, char *out, size_t outlen);
+/* The successor of g at `epoch`: rank `rank` of n, keys under the lineage's
+ * prefix + "e<epoch>/" on a new connection to root's server (NULL: no
+ * store); takes parent_ranks.  Not connected yet.  NULL on failure (err). */
+spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoch, int *parent_ranks,
+                                  spmd_store *root, char *err, size_t errlen);
+/* A connection to the standby store with g's prefix, into *root and *store. */
+spmd_status spmd__group_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *err,
+                                        size_t errlen);
 void spmd__group_free(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */

@@ -167,7 +167,8 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_init: out is NULL");
     if (!opts) opts = &dflt;
     spmd__backend backend;
-    spmd_status st = spmd__backend_choose(opts, &backend, err, errlen);
+    spmd_status st = spmd__env_check_numeric(err, errlen);
+    if (!st) st = spmd__backend_choose(opts, &backend, err, errlen);
     if (st) return st;
 #ifdef SPMD_HAVE_MPI
     if (backend == SPMD__BACKEND_MPI) return spmd__group_init_mpi(opts, out, err, errlen);
@@ -209,6 +210,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
         if ((st = file_rendezvous(im + 7, rank, host, sizeof host, &port, &g->store_server, deadline, err, errlen)))
             goto fail;
         host_store = 0;
+        g->store_host = 0;
     } else if (im && strcmp(im, "env://") != 0) {
         st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "unknown init_method '%s' (env://, tcp://host:port, file:///path)", im);
         goto fail;
@@ -253,7 +255,9 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (override && *override) snprintf(bind_host, sizeof bind_host, "%s", override);
     else if (host[0]) spmd__local_addr_towards(host, bind_host, sizeof bind_host);
     snprintf(g->bind_host, sizeof g->bind_host, "%s", bind_host);
+    if (host_store && world > 1) g->store_host = 0; /* rank 0 started it above */
     if ((st = spmd__group_connect(g, bind_host, err, errlen))) goto fail;
+    if ((st = spmd__group_standby_start(g, err, errlen))) goto fail;
     *out = g;
     return SPMD_OK;
 fail:

@@ -16,7 +16,7 @@ made through a declaration written out by hand."""
 import os, re, subprocess, sys
 
 ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "distgrad", "parallel"]
-SIDE = {"nn": {"common"}, "data": {"common", "nn"}}  # the training stack
+SIDE = {"nn": {"common"}, "data": {"common", "nn"}, "ckpt": {"common"}}  # the training stack
 TOP = ["tools", "examples"]  # programs: may include any layer and the public headers
 
 args = sys.argv[1:]
