@@ -38,6 +38,7 @@ struct spmd_group {
     spmd_store *store_root;       /* owned when own_store_client */
     spmd_store *store;            /* prefixed handle for this group (owned) */
     spmd_store_server *store_server; /* owned when this rank hosts the store */
+    int64_t refusal_seen_ms;      /* when the rendezvous first saw a refused client (rdzv_watch.c) */
     int own_store_client;
     char store_prefix[200];       /* this group's key prefix in the store */
     char bind_host[256];          /* address this rank listens on */
@@ -113,6 +114,8 @@ void spmd__group_bind(int local_rank, int local_world);
 /* Claim the rank, agree on the world size and job id through g->store,
  * build the mesh and start the threads. */
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
+/* End the mesh's rendezvous early when the store refused a client (rdzv_watch.c). */
+void spmd__group_watch_rdzv(spmd_group *g);
 spmd_group *spmd__group_alloc(int rank, int world);
 /* Collective: when a rank of g hosts g's store, the next rank starts a
  * standby store and every rank learns its address (standby.c). */

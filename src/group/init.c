@@ -83,6 +83,7 @@ spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err,
         g->t.job_id = strtoull((const char *)v, NULL, 16);
         free(v);
     }
+    spmd__group_watch_rdzv(g);
     if ((st = spmd__mesh_connect(&g->t, g->store, bind_host, deadline, err, errlen))) return st;
     if ((st = spmd__p2p_start(&g->t, err, errlen))) return st;
     if ((st = spmd__exec_start(g, err, errlen))) return st;

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "auth/auth.h"
 #include "common/procs.h"
 #include "envinfo.h"
 #include "group_internal.h"
@@ -88,6 +89,8 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     if (report && reportlen) report[0] = 0;
     spmd_status st;
     if (run_as_launched_rank(nprocs, fn, arg, &st, report, reportlen)) return st;
+    /* A per-job secret (before the per-user file) for the store and the ranks. */
+    if ((st = spmd__auth_ensure(report, reportlen))) return st;
     spmd_store_server *srv = NULL;
     st = spmd_store_server_open("127.0.0.1", 0, &srv, report, reportlen);
     if (st) return st;

@@ -89,6 +89,13 @@ static spmd_status store_handshake(int fd, const spmd__auth *auth, int64_t deadl
                          SPMD__STORE_SHELLO_LEN - SPMD__STORE_HELLO_LEN, deadline, NULL, err, errlen);
     if (st) return st;
     st = spmd__store_hs_client_check(auth, chello, shello, proof, err, errlen);
+    if (st && status == 0 && auth->on) {
+        /* Tell the server too (a proof that never matches), so its side
+         * records and reports the refusal instead of a vanished client. */
+        unsigned char zero[SPMD__AUTH_MAC] = {0};
+        char e2[64];
+        (void)spmd__write_full(fd, zero, sizeof zero, deadline, NULL, e2, sizeof e2);
+    }
     if (st) return st;
     st = spmd__write_full(fd, proof, sizeof proof, deadline, NULL, err, errlen);
     if (!st) st = spmd__read_full(fd, verdict, sizeof verdict, deadline, NULL, err, errlen);

@@ -233,6 +233,9 @@ static int handshake(spmd_store_server *s, conn *c) {
         s->unsent += outlen;
     }
     if (refuse) {
+        s->nrefused++; /* the serving thread holds s->mu here */
+        s->refused_ns = spmd__now_ns();
+        snprintf(s->refused_last, sizeof s->refused_last, "client %s: %s", c->name, err);
         if (spmd__ratelimit_ok(&s->refusals, "store server"))
             SPMD_LOGW("store server: refused client %s: %s", c->name, err);
         c->closing = 1;

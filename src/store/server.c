@@ -189,7 +189,6 @@ spmd_status spmd_store_server_open(const char *host, int port, spmd_store_server
     s->table.seed = spmd__now_ns() ^ (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32);
     char e2[SPMD__ERRLEN];
     spmd_status st = spmd__store_limits_from_env(&s->lim, e2, sizeof e2);
-    if (!st) st = spmd__auth_ensure(e2, sizeof e2);
     if (!st) st = spmd__auth_get(&s->auth, e2, sizeof e2);
     if (st) {
         destroy(s);
@@ -263,4 +262,13 @@ void spmd__store_server_memory(spmd_store_server *s, size_t *peak_bytes, int *re
     *waiting = atomic_load(&s->nwaiting);
     *peak_bytes = atomic_load(&s->peak_bytes);
     pthread_mutex_unlock(&s->mu);
+}
+
+unsigned spmd__store_server_refusals(spmd_store_server *s, uint64_t *at_ns, char *last, size_t len) {
+    pthread_mutex_lock(&s->mu);
+    unsigned n = s->nrefused;
+    *at_ns = s->refused_ns;
+    if (len) snprintf(last, len, "%s", s->refused_last);
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }

@@ -122,6 +122,9 @@ struct spmd_store_server {
     spmd__auth auth;
     spmd__store_limits lim;
     spmd__ratelimit refusals; /* warnings about strangers */
+    unsigned nrefused;        /* clients refused in the handshake (under mu) */
+    uint64_t refused_ns;      /* when the last one was */
+    char refused_last[320];   /* "client ADDR: cause" of the last one */
     char limit_msg[256]; /* why set_value refused */
     spmd_store_server *reg_next;
 };
