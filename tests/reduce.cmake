@@ -1,4 +1,4 @@
-# Reduce kernels, f16/bf16 conversions, dtype/op names (src/coll/reduce*, half.c, dtype.c).
+# Reduce kernels, f16/bf16 conversions, dtype/op names (src/coll/reduce*, half.c; src/common/dtype.c).
 spmd_test(test_reduce SOURCES unit/test_reduce.c LABELS unit TIMEOUT 60)
 spmd_test(test_reduce_half SOURCES unit/test_reduce_half.c LABELS unit TIMEOUT 60)
 spmd_test(test_reduce_dtype SOURCES unit/test_reduce_dtype.c LABELS unit TIMEOUT 30)

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "common/seconds.h"
 #include "spmd/rpc.h"
 #include "size_arg.h"
 
@@ -17,12 +17,6 @@ typedef struct {
     size_t minb, maxb;
     int iters, np;
 } rpc_opts;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static spmd_status h_noop(spmd_rpc_call *c, void *ctx) {
     (void)c, (void)ctx;
@@ -49,13 +43,13 @@ static double sync_time(spmd_rpc *r, const char *fn, const spmd_rpc_msg *a, int 
         if (spmd_rpc_sync(r, 1, fn, a, -1, &res) != SPMD_OK) return -1;
         spmd_rpc_msg_free(res);
     }
-    double t0 = now_s();
+    double t0 = spmd__seconds();
     for (int i = 0; i < iters; i++) {
         spmd_rpc_msg *res = NULL;
         if (spmd_rpc_sync(r, 1, fn, a, -1, &res) != SPMD_OK) return -1;
         spmd_rpc_msg_free(res);
     }
-    return (now_s() - t0) / iters;
+    return (spmd__seconds() - t0) / iters;
 }
 
 static int caller(spmd_rpc *r, const rpc_opts *o) {
@@ -86,7 +80,7 @@ static int caller(spmd_rpc *r, const rpc_opts *o) {
         const char *fn = inl ? "noop_inline" : "noop";
         int total = o->iters * 20;
         spmd_rpc_future *fs[WINDOW] = {0};
-        double t0 = now_s();
+        double t0 = spmd__seconds();
         for (int i = 0; i < total; i++) {
             spmd_rpc_future **slot = &fs[i % WINDOW];
             if (*slot) {
@@ -101,11 +95,11 @@ static int caller(spmd_rpc *r, const rpc_opts *o) {
                 spmd_rpc_future_free(fs[i]);
             }
         printf("# rpc_async no-op (%s), %d in flight: %.0f calls/s\n", inl ? "inline" : "pool", WINDOW,
-               total / (now_s() - t0));
+               total / (spmd__seconds() - t0));
     }
     /* remote + to_here */
     int it = o->iters;
-    double t0 = now_s();
+    double t0 = spmd__seconds();
     for (int i = 0; i < it; i++) {
         spmd_rref *ref = NULL;
         spmd_rpc_msg *v = NULL;
@@ -114,7 +108,7 @@ static int caller(spmd_rpc *r, const rpc_opts *o) {
         spmd_rpc_msg_free(v);
         spmd_rref_release(ref);
     }
-    printf("# remote + to_here: %.1f us\n", (now_s() - t0) / it * 1e6);
+    printf("# remote + to_here: %.1f us\n", (spmd__seconds() - t0) / it * 1e6);
     return 0;
 fail:
     fprintf(stderr, "spmd-bench -o rpc: %s\n", spmd_rpc_errmsg(r));
@@ -126,12 +120,12 @@ static int rank_fn(int rank, int world, void *arg) {
     const rpc_opts *o = arg;
     char err[512];
     spmd_rpc *r = NULL;
-    double t0 = now_s();
+    double t0 = spmd__seconds();
     if (spmd_rpc_init_env(NULL, NULL, &r, err, sizeof err) != SPMD_OK) {
         fprintf(stderr, "spmd-bench -o rpc: %s\n", err);
         return 1;
     }
-    double t_start = now_s() - t0;
+    double t_start = spmd__seconds() - t0;
     spmd_rpc_register(r, "noop", h_noop, NULL, NULL);
     spmd_rpc_register(r, "echo", h_echo, NULL, NULL);
     spmd_rpc_register_inline(r, "noop_inline", h_noop, NULL, NULL);
@@ -141,9 +135,9 @@ static int rank_fn(int rank, int world, void *arg) {
     spmd_status st = spmd_barrier(spmd_rpc_group(r));
     int rc = st != SPMD_OK;
     if (!rc && rank == 0 && spmd_rpc_world_size(r) > 1) rc = caller(r, o);
-    t0 = now_s();
+    t0 = spmd__seconds();
     if (spmd_rpc_shutdown(r, 1) != SPMD_OK) rc = 1;
-    double t_stop = now_s() - t0;
+    double t_stop = spmd__seconds() - t0;
     if (rank == 0)
         printf("# start %.1f ms + shutdown %.1f ms = %.1f ms\n", t_start * 1e3, t_stop * 1e3,
                (t_start + t_stop) * 1e3);

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+#include "common/seconds.h"
 #include "spmd/spmd.h"
 #include "size_arg.h"
 
@@ -258,11 +258,7 @@ typedef struct {
     size_t cap;
 } bufs_t;
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+static double now_us(void) { return spmd__seconds() * 1e6; }
 
 /* The blocking calls, as applications (and the seeds) use them; --algo is
  * passed through SPMD_ALGO_<COLLECTIVE> (set in main). */

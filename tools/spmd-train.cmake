@@ -9,5 +9,6 @@ add_executable(spmd-train
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/report.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/sync.c)
 target_link_libraries(spmd-train PRIVATE spmdnn m)
+target_include_directories(spmd-train PRIVATE ${PROJECT_SOURCE_DIR}/src) # header-only helpers of src/common
 set_target_properties(spmd-train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tools)
 install(TARGETS spmd-train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -5,6 +5,7 @@
 #ifndef SPMD_COMMON_H
 #define SPMD_COMMON_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -23,6 +24,12 @@
 /* snprintf into a caller-owned buffer (NULL or len 0: ignored); returns st. */
 spmd_status spmd__fail(char *buf, size_t len, spmd_status st, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
+/* spmd__fail with a va_list, for an object's own error setter. */
+spmd_status spmd__vfail(char *buf, size_t len, spmd_status st, const char *fmt, va_list ap);
+/* The same, storing the message under mu (formatted before taking it), for
+ * an error text other threads read. */
+spmd_status spmd__vfail_locked(pthread_mutex_t *mu, char *buf, size_t len, spmd_status st, const char *fmt,
+                               va_list ap);
 /* Same, appending ": <strerror(errno_value)>". */
 spmd_status spmd__fail_errno(char *buf, size_t len, spmd_status st, int errno_value,
                              const char *fmt, ...) SPMD__PRINTF(5, 6);

@@ -3,13 +3,26 @@
 #include <string.h>
 #include "common.h"
 
+spmd_status spmd__vfail(char *buf, size_t len, spmd_status st, const char *fmt, va_list ap) {
+    if (buf && len) vsnprintf(buf, len, fmt, ap);
+    return st;
+}
+
 spmd_status spmd__fail(char *buf, size_t len, spmd_status st, const char *fmt, ...) {
-    if (buf && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, len, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    spmd__vfail(buf, len, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+spmd_status spmd__vfail_locked(pthread_mutex_t *mu, char *buf, size_t len, spmd_status st, const char *fmt,
+                               va_list ap) {
+    char tmp[SPMD__ERRLEN];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    pthread_mutex_lock(mu);
+    snprintf(buf, len, "%s", tmp);
+    pthread_mutex_unlock(mu);
     return st;
 }
 

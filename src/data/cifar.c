@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/xoshiro.h"
 #include "spmd/data.h"
 
 enum { PIX = 3072, SIDE = 32, PAD = 4 };
@@ -83,12 +84,8 @@ void spmd_cifar_free(spmd_cifar *ds) {
     memset(ds, 0, sizeof *ds);
 }
 
-static uint64_t splitmix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+/* One splitmix64 value of x (as a hash, not a stream). */
+static uint64_t splitmix(uint64_t x) { return spmd__splitmix64(&x); }
 
 spmd_status spmd_cifar_batch(const spmd_cifar *ds, const size_t *idx, size_t count, int augment,
                              uint64_t seed, float *x, int *y) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/common.h"
+#include "common/xoshiro.h"
 #include "spmd/data.h"
 
 /* ---- random numbers (xoshiro256**, seeded through splitmix64) ----------- */
@@ -14,7 +15,6 @@ typedef struct {
     uint64_t s[4];
 } spmd__rng;
 
-uint64_t spmd__splitmix64(uint64_t *state);
 void spmd__rng_seed(spmd__rng *r, uint64_t seed);
 uint64_t spmd__rng_next(spmd__rng *r);
 /* Uniform in [0, bound) without modulo bias (Lemire); bound >= 1. */

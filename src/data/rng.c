@@ -4,32 +4,12 @@
  * language can reproduce a run's data order. */
 #include "data_internal.h"
 
-uint64_t spmd__splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void spmd__rng_seed(spmd__rng *r, uint64_t seed) {
     uint64_t st = seed;
     for (int i = 0; i < 4; i++) r->s[i] = spmd__splitmix64(&st);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t spmd__rng_next(spmd__rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
+uint64_t spmd__rng_next(spmd__rng *r) { return spmd__xoshiro_next(r->s); }
 
 /* The high word of x * bound is uniform in [0, bound) once draws whose low
  * word falls below 2^64 mod bound are rejected. */

@@ -18,21 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/reduce.h"
+#include "common/fnv.h"
+#include "common/seconds.h"
 #include "ddp_internal.h"
-#include <time.h>
 
 spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    spmd__vfail(d->err, sizeof d->err, st, fmt, ap);
     va_end(ap);
     return st;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 const char *spmd_ddp_errmsg(const spmd_ddp *d) { return d ? d->err : "no reducer"; }
@@ -60,8 +55,8 @@ spmd_status spmd_ddp_create(spmd_group *g, const spmd_ddp_opts *opts, spmd_ddp *
 void spmd_ddp_free(spmd_ddp *d) {
     if (!d) return;
     spmd__ddp_free_buckets(d);
-    spmd__shm_free(d->shm);
-    spmd__shm_free(d->step_shm);
+    spmd__arena_free(d->shm);
+    spmd__arena_free(d->step_shm);
     for (int i = 0; i < d->np; i++) free(d->p[i].name);
     for (int i = 0; i < d->nb; i++) free(d->b[i].name);
     free(d->p);
@@ -122,11 +117,7 @@ spmd_status spmd_ddp_set_comm_hook(spmd_ddp *d, spmd_ddp_comm_hook hook, void *s
 
 float *spmd__ddp_bucket_data(bucket *b) { return b->view ? b->view : b->flat; }
 
-uint64_t spmd__ddp_name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+uint64_t spmd__ddp_name_hash(const char *s) { return spmd__fnv1a64_str(SPMD__FNV64_OFFSET, s); }
 
 static spmd_status launch(spmd_ddp *d, bucket *b) {
     b->launched = 1;
@@ -337,7 +328,7 @@ static spmd_status rebuild(spmd_ddp *d, int have_order) {
 
 spmd_status spmd_ddp_finish(spmd_ddp *d) {
     if (!d || !d->finalized) return d ? spmd__ddp_fail(d, SPMD_ERR_INVALID, "finish before finalize") : SPMD_ERR_INVALID;
-    double t0 = now_s();
+    double t0 = spmd__seconds();
     spmd_status st = d->sticky;
     d->stepped = 0;
     if (d->no_sync) {
@@ -379,7 +370,7 @@ spmd_status spmd_ddp_finish(spmd_ddp *d) {
         }
         st = complete(d, &d->bk[b], 0);
     }
-    d->last_wait = now_s() - t0;
+    d->last_wait = spmd__seconds() - t0;
     if (!st && spmd__ddp_step_mode(d)) d->stepped = 1;
     /* the caller steps the whole state itself now, or new buckets give
      * ranks other slices: each rank needs the whole state first */

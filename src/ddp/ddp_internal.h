@@ -76,11 +76,11 @@ struct spmd_ddp {
     void *hook_state;
     spmd_status sticky;
     double last_wait;
-    spmd__shm *shm;     /* spmd_ddp_alloc_grads' memory */
+    spmd__arena *shm;     /* spmd_ddp_alloc_grads' memory */
     int shared;         /* every rank maps every rank's gradients */
     size_t shm_count;   /* its length in floats */
     uint32_t shm_seq;   /* shared buckets launched so far */
-    spmd__shm *step_shm;  /* spmd_ddp_alloc_step's memory: parameters, then step_k state arrays */
+    spmd__arena *step_shm;  /* spmd_ddp_alloc_step's memory: parameters, then step_k state arrays */
     size_t step_k;
     int step_shared;      /* every rank maps every rank's step memory */
     spmd_ddp_step_fn step_fn;

@@ -27,7 +27,7 @@ spmd_status spmd_ddp_alloc_step(spmd_ddp *d, size_t state_arrays, spmd_ddp_step_
     d->step_k = state_arrays;
     d->step_fn = fn;
     d->step_ctx = ctx;
-    *params = spmd__shm_data(d->step_shm);
+    *params = spmd__arena_data(d->step_shm);
     *state = state_arrays ? *params + n : NULL;
     return SPMD_OK;
 }
@@ -46,9 +46,9 @@ int spmd__ddp_step_mode(const spmd_ddp *d) {
 void spmd__ddp_step_slice(spmd_ddp *d, size_t off, size_t n, const float *avg) {
     d->step_fn(d->step_ctx, off, n, avg);
     int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
-    const float *mine = spmd__shm_data(d->step_shm);
+    const float *mine = spmd__arena_data(d->step_shm);
     for (int q = 0; q < w; q++)
-        if (q != me) memcpy((float *)spmd__shm_peer(d->step_shm, q) + off, mine + off, n * sizeof(float));
+        if (q != me) memcpy((float *)spmd__arena_peer(d->step_shm, q) + off, mine + off, n * sizeof(float));
     d->state_scattered = 1;
 }
 
@@ -63,21 +63,21 @@ spmd_status spmd__ddp_gather(spmd_ddp *d) {
     d->state_scattered = 0;
     if (!d->step_k) return SPMD_OK;
     int w = spmd_group_size(d->g), me = spmd_group_rank(d->g);
-    float *mine = spmd__shm_data(d->step_shm);
+    float *mine = spmd__arena_data(d->step_shm);
     for (int b = 0; b < d->nbk; b++)
         for (int q = 0; q < w; q++) {
             size_t lo, hi, off;
             if (q == me || !d->bk[b].view) continue;
             spmd__ddp_slice_of(d, &d->bk[b], q, &lo, &hi, &off);
-            const float *theirs = spmd__shm_peer(d->step_shm, q);
+            const float *theirs = spmd__arena_peer(d->step_shm, q);
             for (size_t k = 1; k <= d->step_k; k++) {   /* past the parameters: each state array */
                 size_t at = k * d->shm_count + off;
                 memcpy(mine + at, theirs + at, (hi - lo) * sizeof(float));
             }
         }
     d->gather_seq++;
-    spmd__shm_post(d->step_shm, SHM_GATHERED, d->gather_seq);
-    return spmd__shm_wait_all(d->step_shm, SHM_GATHERED, d->gather_seq, "read of the optimizer state", d->err,
+    spmd__arena_post(d->step_shm, SHM_GATHERED, d->gather_seq);
+    return spmd__arena_wait_all(d->step_shm, SHM_GATHERED, d->gather_seq, "read of the optimizer state", d->err,
                               sizeof d->err);
 }
 

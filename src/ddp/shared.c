@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/reduce.h"
+#include "common/fnv.h"
 #include "ddp_internal.h"
 
 spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
@@ -27,7 +28,7 @@ spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
     d->shm = spmd__group_shm_alloc(d->g, sizeof(float) * (count ? count : 1));
     if (!d->shm) return spmd__ddp_fail(d, SPMD_ERR_NOMEM, "alloc_grads: cannot allocate %zu floats of shared memory", count);
     d->shm_count = count;
-    *grads = spmd__shm_data(d->shm);
+    *grads = spmd__arena_data(d->shm);
     return SPMD_OK;
 }
 
@@ -46,7 +47,7 @@ void spmd__ddp_slice_of(const spmd_ddp *d, const bucket *b, int r, size_t *lo, s
     *hi = *lo + per;
     if (*lo > b->count) *lo = b->count;
     if (*hi > b->count) *hi = b->count;
-    *off = (size_t)(b->view - (float *)spmd__shm_data(d->shm)) + *lo;
+    *off = (size_t)(b->view - (float *)spmd__arena_data(d->shm)) + *lo;
 }
 
 /* Sum my slice of bucket b over every rank's memory, average it, write it to
@@ -62,20 +63,20 @@ static void reduce_slice(spmd_ddp *d, bucket *b) {
     float tmp[CHUNK];
     for (size_t i = 0; i < hi - lo; i += CHUNK) {
         size_t n = hi - lo - i < CHUNK ? hi - lo - i : CHUNK;
-        const float *p0 = (const float *)spmd__shm_peer(d->shm, 0) + off + i;
-        const float *p1 = (const float *)spmd__shm_peer(d->shm, 1) + off + i;
+        const float *p0 = (const float *)spmd__arena_peer(d->shm, 0) + off + i;
+        const float *p1 = (const float *)spmd__arena_peer(d->shm, 1) + off + i;
         spmd__reduce3(tmp, p0, p1, n, SPMD_F32, SPMD_SUM);
         for (int q = 2; q < w; q++)
-            spmd__reduce(tmp, (const float *)spmd__shm_peer(d->shm, q) + off + i, n, SPMD_F32, SPMD_SUM);
+            spmd__reduce(tmp, (const float *)spmd__arena_peer(d->shm, q) + off + i, n, SPMD_F32, SPMD_SUM);
         spmd__avg_finish(tmp, n, SPMD_F32, w);
         if (step) {
             spmd__ddp_step_slice(d, off + i, n, tmp);
             continue;
         }
-        for (int q = 0; q < w; q++) memcpy((float *)spmd__shm_peer(d->shm, q) + off + i, tmp, n * sizeof(float));
+        for (int q = 0; q < w; q++) memcpy((float *)spmd__arena_peer(d->shm, q) + off + i, tmp, n * sizeof(float));
     }
     b->reduced = 1;
-    spmd__shm_post(d->shm, SHM_DONE, b->seq);
+    spmd__arena_post(d->shm, SHM_DONE, b->seq);
 }
 
 /* Reduce, in bucket order, every launched shared bucket whose gradients are
@@ -84,7 +85,7 @@ void spmd__ddp_shared_progress(spmd_ddp *d) {
     for (int k = 0; k < d->next_launch; k++) {
         bucket *b = &d->bk[k];
         if (!b->shm || b->reduced) continue;
-        if (!spmd__shm_all_reached(d->shm, SHM_READY, b->seq)) return;
+        if (!spmd__arena_all_reached(d->shm, SHM_READY, b->seq)) return;
         reduce_slice(d, b);
     }
 }
@@ -94,7 +95,7 @@ void spmd__ddp_shared_launch(spmd_ddp *d, bucket *b) {
     b->shm = 1;
     b->reduced = 0;
     b->seq = ++d->shm_seq;
-    spmd__shm_post(d->shm, SHM_READY, b->seq);
+    spmd__arena_post(d->shm, SHM_READY, b->seq);
 }
 
 /* Wait for bucket b's sum (doing my slice if still due); averaged already,
@@ -105,11 +106,11 @@ spmd_status spmd__ddp_shared_complete(spmd_ddp *d, bucket *b) {
     b->shm = 0;
     b->launched = 0;
     if (!b->reduced) {
-        st = spmd__shm_wait_all(d->shm, SHM_READY, b->seq, "gradients (shared bucket)", d->err, sizeof d->err);
+        st = spmd__arena_wait_all(d->shm, SHM_READY, b->seq, "gradients (shared bucket)", d->err, sizeof d->err);
         if (st) return st;
         reduce_slice(d, b);
     }
-    return spmd__shm_wait_all(d->shm, SHM_DONE, b->seq, "share of the bucket sum", d->err, sizeof d->err);
+    return spmd__arena_wait_all(d->shm, SHM_DONE, b->seq, "share of the bucket sum", d->err, sizeof d->err);
 }
 
 
@@ -122,12 +123,12 @@ spmd_status spmd__ddp_share(spmd_ddp *d) {
     spmd_status st = spmd_all_reduce(d->g, &have, &all_have, 1, SPMD_I32, SPMD_MIN);
     if (st) return spmd__ddp_fail(d, st, "sharing gradients: %s", spmd_group_errmsg(d->g));
     if (!all_have) return SPMD_OK;
-    const float *base = spmd__shm_data(d->shm);
+    const float *base = spmd__arena_data(d->shm);
     uint64_t layout = spmd__ddp_name_hash("layout") ^ (uint64_t)d->np;
     for (int i = 0; i < d->np && layout; i++) {
         const dparam *p = &d->p[i];
         if (p->grad < base || p->grad + p->count > base + d->shm_count) layout = 0; /* outside: no sharing */
-        else layout = (layout ^ (uint64_t)(p->grad - base)) * 1099511628211ull ^ p->count;
+        else layout = (layout ^ (uint64_t)(p->grad - base)) * SPMD__FNV64_PRIME ^ p->count;
     }
     st = spmd__group_shm_connect(d->g, d->shm, layout, &d->shared, d->err, sizeof d->err);
     if (st || !d->shared) return st;

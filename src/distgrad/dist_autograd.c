@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common.h"
 #include "distgrad/dist_internal.h"
 
 
@@ -62,9 +63,7 @@ struct spmd_dag {
 spmd_status spmd__dag_fail(spmd_dag *d, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    pthread_mutex_lock(&d->mu);
-    vsnprintf(d->err, sizeof d->err, fmt, ap);
-    pthread_mutex_unlock(&d->mu);
+    spmd__vfail_locked(&d->mu, d->err, sizeof d->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

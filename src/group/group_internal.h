@@ -71,6 +71,8 @@ spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ..
 #define spmd__group_fail(g, ...) spmd__mesh_fail(&(g)->t, __VA_ARGS__)
 #define spmd__group_check(g, msg, len) spmd__mesh_check(&(g)->t, msg, len)
 int64_t spmd__group_deadline(const spmd_group *g);
+/* SPMD_TIMEOUT, else SPMD_DEFAULT_TIMEOUT_MS (accessors.c). */
+int spmd__group_default_timeout_ms(void);
 
 /* ---- work handles (work.c) ---------------------------------------------- */
 typedef enum { SPMD__W_SEND, SPMD__W_RECV, SPMD__W_COLL } spmd__work_kind;
@@ -108,13 +110,13 @@ int spmd__work_done(spmd_work *w);
  * starts later) to a core of its own among the host's ranks (bind.c). */
 void spmd__group_bind(int local_rank, int local_world);
 
-/* ---- group life cycle (init.c), shared with subgroup.c ------------------ */
+/* ---- group life cycle (init.c; a bare group: alloc.c), shared with subgroup.c */
 /* Claim the rank, agree on the world size and job id through g->store,
  * build the mesh and start the threads. */
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
 /* End the mesh's rendezvous early when the store refused a client (rdzv_watch.c). */
 void spmd__group_watch_rdzv(spmd_group *g);
-spmd_group *spmd__group_alloc_sub(int rank, int world);
+spmd_group *spmd__group_alloc(int rank, int world);
 /* Collective: when a rank of g hosts g's store, the next rank starts a
  * standby store and every rank learns its address (standby.c). */
 spmd_status spmd__group_standby_start(spmd_group *g, char *err, size_t errlen);
@@ -129,7 +131,7 @@ spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoc
 /* A connection to the standby store with g's prefix, into *root and *store. */
 spmd_status spmd__group_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *err,
                                         size_t errlen);
-void spmd__group_free_sub(spmd_group *g);
+void spmd__group_free(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */
 spmd_status spmd__exec_start(spmd_group *g, char *err, size_t errlen);
@@ -143,9 +145,9 @@ void spmd__exec_help(spmd_work *w);
 
 /* ---- memory shared by the ranks of one host (shared_mem.c) ---------------- */
 /* transport/arena.h's arena for this group's ranks. */
-spmd__shm *spmd__group_shm_alloc(spmd_group *g, size_t bytes);
+spmd__arena *spmd__group_shm_alloc(spmd_group *g, size_t bytes);
 /* Collective: map every rank's arena (arena.h), agreeing through g's collectives. */
-spmd_status spmd__group_shm_connect(spmd_group *g, spmd__shm *s, uint64_t layout, int *shared, char *err,
+spmd_status spmd__group_shm_connect(spmd_group *g, spmd__arena *s, uint64_t layout, int *shared, char *err,
                                     size_t errlen);
 
 #endif

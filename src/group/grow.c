@@ -53,7 +53,7 @@ static spmd_status connect_successor(spmd_group *s, char *err, size_t errlen) {
     if (st) {
         spmd__exec_stop(s);
         spmd__p2p_stop(&s->t);
-        spmd__group_free_sub(s);
+        spmd__group_free(s);
     }
     return st;
 }
@@ -148,10 +148,10 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
         st = spmd__fail(err, errlen, SPMD_ERR_PROTOCOL, "joiner: a bad admission '%.40s'", (const char *)v);
         goto out;
     }
-    spmd_group *s = spmd__group_alloc_sub(rank, world);
+    spmd_group *s = spmd__group_alloc(rank, world);
     int *parents = s ? malloc(sizeof(int) * (size_t)world) : NULL;
     if (!parents) {
-        if (s) spmd__group_free_sub(s);
+        if (s) spmd__group_free(s);
         st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -173,7 +173,7 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
     own = 0;
     root = NULL;
     if ((st = spmd_store_prefixed(s->store_root, s->store_prefix, &s->store))) {
-        spmd__group_free_sub(s);
+        spmd__group_free(s);
         spmd__fail(err, errlen, st, "out of memory");
         goto out;
     }

@@ -1,7 +1,8 @@
 /* init.c — forming a group: who am I (options, URL or environment), where is
  * the store (hosted by rank 0 unless a launcher or the caller provides one),
  * agreement on the world size and a job id, then the mesh of connections and
- * the threads.  Also the group's error and failure state, and destroy. */
+ * the threads.  Also the group's failure state and destroy (its error text:
+ * error.c; its accessors: accessors.c). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,95 +19,11 @@
 #include "group_internal.h"
 #include "transport/path.h"
 
-/* ---- errors and failure -------------------------------------------------- */
-
-spmd_status spmd__group_error(spmd_group *g, spmd_status st, const char *fmt, ...) {
-    if (!g) return st;
-    char buf[SPMD__ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&g->err_mu);
-    snprintf(g->errmsg, sizeof g->errmsg, "%s", buf);
-    pthread_mutex_unlock(&g->err_mu);
-    return st;
-}
-
-int64_t spmd__group_deadline(const spmd_group *g) { return spmd__deadline(g->timeout_ms); }
-
-/* ---- accessors ---------------------------------------------------------- */
-
-int spmd_group_rank(const spmd_group *g) { return g ? g->rank : -1; }
-int spmd_group_size(const spmd_group *g) { return g ? g->world : -1; }
-int spmd_group_local_rank(const spmd_group *g) { return g ? g->local_rank : -1; }
-int spmd_group_local_size(const spmd_group *g) { return g ? g->local_world : -1; }
-/* The paths this rank's peers are reached by: shared memory, TCP, or both;
- * "+aes-gcm" when the TCP ones are encrypted (SPMD_ENCRYPT=1). */
-const char *spmd_group_backend(const spmd_group *g) {
-    if (!g) return "?";
-    if (g->t.ext) return g->t.ext->name;
-    int shm = spmd__shm_link_peers(g->t.shm), others = g->world - 1 - shm, sealed = 0;
-    for (int p = 0; p < g->world && !sealed; p++)
-        sealed = g->t.path[SPMD__CH_P2P] && g->t.path[SPMD__CH_P2P][p] &&
-                 g->t.path[SPMD__CH_P2P][p]->ops == &spmd__path_sealed_ops;
-    if (sealed) return shm ? "shm+tcp+aes-gcm" : "tcp+aes-gcm";
-    return shm && others ? "shm+tcp" : shm ? "shm" : "tcp";
-}
-spmd_store *spmd_group_store(spmd_group *g) { return g ? g->store : NULL; }
-
-const char *spmd_group_errmsg(const spmd_group *g) {
-    /* The message is copied per call site into a buffer owned by the group;
-     * reading it while another thread fails a call may show either message. */
-    return g ? g->errmsg : "no group";
-}
-
-static int default_timeout_ms(void) {
-    const char *s = getenv("SPMD_TIMEOUT");
-    long ms;
-    if (s && *s && spmd__parse_duration_ms(s, &ms) == SPMD_OK && ms > 0) return (int)ms;
-    return SPMD_DEFAULT_TIMEOUT_MS;
-}
-
 void spmd_group_abort(spmd_group *g, const char *reason) {
     if (g) spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d aborted the group: %s", g->rank, reason ? reason : "");
 }
 
-void spmd_group_set_timeout(spmd_group *g, int timeout_ms) {
-    if (g) g->t.timeout_ms = g->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms();
-}
-
 /* ---- construction ------------------------------------------------------- */
-
-static spmd_group *group_alloc(int rank, int world) {
-    spmd_group *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    g->rank = rank;
-    g->world = world;
-    g->local_world = 1;
-    g->store_host = -1;
-    pthread_mutex_init(&g->err_mu, NULL);
-    if (spmd__mesh_init(&g->t, rank, world) != SPMD_OK) {
-        pthread_mutex_destroy(&g->err_mu);
-        free(g);
-        return NULL;
-    }
-    g->rec = spmd__rec_new();
-    spmd__rec_attach(g);
-    return g;
-}
-
-static void group_free(spmd_group *g) {
-    spmd__mesh_close(&g->t);
-    spmd__rec_free(g->rec);
-    if (g->store) spmd_store_close(g->store);
-    if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
-    spmd_store_server_stop(g->store_server);
-    spmd_store_server_stop(g->standby_server);
-    free(g->parent_ranks);
-    pthread_mutex_destroy(&g->err_mu);
-    free(g);
-}
 
 /* The mesh's copy of what it needs to know of the group (name, deadline,
  * ranks per host). */
@@ -270,10 +187,10 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (rank >= world)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID, "rank %d is out of range for world size %d", rank, world);
 
-    spmd_group *g = group_alloc(rank, world);
+    spmd_group *g = spmd__group_alloc(rank, world);
     if (!g) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     snprintf(g->name, sizeof g->name, "%s", opts->name ? opts->name : "default");
-    g->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : default_timeout_ms();
+    g->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : spmd__group_default_timeout_ms();
     g->local_rank = env.local_rank;
     g->local_world = env.local_world;
     spmd__group_bind(g->local_rank, g->local_world); /* SPMD_BIND */
@@ -347,7 +264,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
 fail:
     spmd__exec_stop(g);
     spmd__p2p_stop(&g->t);
-    group_free(g);
+    spmd__group_free(g);
     return st;
 }
 
@@ -355,9 +272,5 @@ void spmd_group_destroy(spmd_group *g) {
     if (!g) return;
     spmd__exec_stop(g);
     spmd__p2p_stop(&g->t);
-    group_free(g);
+    spmd__group_free(g);
 }
-
-/* Used by subgroup.c: a bare group sharing the parent's store connection. */
-spmd_group *spmd__group_alloc_sub(int rank, int world) { return group_alloc(rank, world); }
-void spmd__group_free_sub(spmd_group *g) { group_free(g); }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "common/fnv.h"
 #include "envinfo.h"
 #include "group_internal.h"
 #include "spmd/mpi.h"
@@ -90,21 +91,21 @@ static spmd_status make_group(MPI_Comm comm, const spmd_group_opts *opts, spmd_g
         return spmd__fail(err, errlen, SPMD_ERR_INVALID,
                           "world size %d was asked for, but the MPI communicator has %d ranks", opts->world_size,
                           world);
-    spmd_group *g = spmd__group_alloc_sub(rank, world);
+    spmd_group *g = spmd__group_alloc(rank, world);
     if (!g) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     snprintf(g->name, sizeof g->name, "%s", opts->name ? opts->name : "default");
     snprintf(g->t.name, sizeof g->t.name, "%s", g->name);
     spmd_group_set_timeout(g, opts->timeout_ms);
     spmd_status st = spmd__mpi_attach(&g->t, comm, spmd__group_deadline(g), err, errlen);
     if (st) {
-        spmd__group_free_sub(g);
+        spmd__group_free(g);
         return st;
     }
     g->local_rank = spmd__mpi_of(&g->t)->local_rank;
     g->local_world = g->t.local_world;
     if ((st = spmd__exec_start(g, err, errlen))) {
         spmd__p2p_stop(&g->t);
-        spmd__group_free_sub(g);
+        spmd__group_free(g);
         return st;
     }
     *out = g;
@@ -177,8 +178,8 @@ int spmd_group_mpi_thread_level(const spmd_group *g) {
 }
 
 static uint64_t list_hash(const int *ranks, int n) {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
-    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)ranks[i]) * 1099511628211ull;
+    uint64_t h = SPMD__FNV64_OFFSET ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)ranks[i]) * SPMD__FNV64_PRIME; /* FNV-1a over whole ranks */
     return h >> 1; /* non-negative as an int64, so it can be negated */
 }
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include "group_internal.h"
 
-spmd__shm *spmd__group_shm_alloc(spmd_group *g, size_t bytes) { return g ? spmd__shm_alloc(&g->t, bytes) : NULL; }
+spmd__arena *spmd__group_shm_alloc(spmd_group *g, size_t bytes) { return g ? spmd__arena_alloc(&g->t, bytes) : NULL; }
 
 static spmd_status gather(void *ctx, const int64_t *mine, int64_t *all, size_t n, char *err, size_t errlen) {
     spmd_group *g = ctx;
@@ -20,8 +20,8 @@ static spmd_status all_min(void *ctx, int32_t mine, int32_t *min, char *err, siz
     return st;
 }
 
-spmd_status spmd__group_shm_connect(spmd_group *g, spmd__shm *s, uint64_t layout, int *shared, char *err,
+spmd_status spmd__group_shm_connect(spmd_group *g, spmd__arena *s, uint64_t layout, int *shared, char *err,
                                     size_t errlen) {
-    const spmd__shm_colls cl = {g, gather, all_min};
-    return spmd__shm_connect(s, &cl, layout, shared, err, errlen);
+    const spmd__arena_colls cl = {g, gather, all_min};
+    return spmd__arena_connect(s, &cl, layout, shared, err, errlen);
 }

@@ -222,7 +222,7 @@ static void formation_free(formation *f) {
 static void unbuilt_free(spmd_group *s) {
     spmd__exec_stop(s);
     spmd__p2p_stop(&s->t);
-    spmd__group_free_sub(s);
+    spmd__group_free(s);
 }
 
 static void *formation_main(void *arg) {
@@ -283,7 +283,7 @@ static int new_store_host(const attempt *a, const int *members, int n) {
 
 spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoch, int *parent_ranks,
                                   spmd_store *root, char *err, size_t errlen) {
-    spmd_group *s = spmd__group_alloc_sub(rank, n);
+    spmd_group *s = spmd__group_alloc(rank, n);
     if (!s) {
         free(parent_ranks);
         spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");

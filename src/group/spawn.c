@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "auth/auth.h"
-#include "auth/procs.h"
+#include "common/procs.h"
 #include "envinfo.h"
 #include "group_internal.h"
 

@@ -44,7 +44,7 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
         *out = NULL;
         return SPMD_OK;
     }
-    spmd_group *s = spmd__group_alloc_sub(me, nranks);
+    spmd_group *s = spmd__group_alloc(me, nranks);
     if (!s) {
         free(sorted);
         return spmd__group_error(g, SPMD_ERR_NOMEM, "out of memory");
@@ -60,7 +60,7 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
     spmd_status st = SPMD_OK;
     if (nranks > 1) {
         if (!g->store_root) {
-            spmd__group_free_sub(s);
+            spmd__group_free(s);
             return spmd__group_error(g, SPMD_ERR_INVALID, "new_subgroup: the parent group has no store");
         }
         s->store_root = g->store_root; /* shared, owned by the parent */
@@ -72,7 +72,7 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
     if (st) {
         spmd__exec_stop(s);
         spmd__p2p_stop(&s->t);
-        spmd__group_free_sub(s);
+        spmd__group_free(s);
         return spmd__group_error(g, st, "new_subgroup: %s", err);
     }
     *out = s;

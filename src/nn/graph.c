@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common.h"
 #include "nn/internal.h"
 #include "spmd/syncbn.h"
 
@@ -17,7 +18,7 @@ static void fail(spmd_model *m, spmd_status st, const char *fmt, ...) {
     m->err = st;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->errmsg, sizeof m->errmsg, fmt, ap);
+    spmd__vfail(m->errmsg, sizeof m->errmsg, st, fmt, ap);
     va_end(ap);
 }
 

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/xoshiro.h" /* spmd__xoshiro_next, inlined in hot loops */
 #include "spmd/nn.h"
 
 enum {
@@ -136,20 +137,6 @@ int spmd__add_basic_block(spmd_model *m, int in, int planes, int stride, const c
 /* Allocate parameter/gradient/buffer memory and initialise from seed. */
 spmd_status spmd__model_finish(spmd_model *m, uint64_t seed, char *err, size_t errlen);
 
-/* One xoshiro256** step on a state held in locals (inlined in hot loops;
- * spmd_rng_next is the same step on an spmd_rng). */
-static inline uint64_t spmd__xoshiro_next(uint64_t *s) {
-    uint64_t x = s[1] * 5;
-    uint64_t result = ((x << 7) | (x >> 57)) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = (s[3] << 45) | (s[3] >> 19);
-    return result;
-}
 
 /* Hot loops that are not GEMMs are compiled for AVX2 and AVX-512 as well as
  * the baseline, the best chosen at load time (GCC/clang function clones).

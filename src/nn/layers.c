@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common.h"
 #include "nn/internal.h"
 
 enum { L_LINEAR, L_CONV, L_BN, L_RELU, L_MAXPOOL, L_DROPOUT, L_FLATTEN, L_GAP, L_BLOCK, L_CUSTOM };
@@ -35,7 +36,7 @@ struct spmd_layers {
 static spmd_status failf(spmd_layers *L, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(L->err, sizeof L->err, fmt, ap);
+    spmd__vfail(L->err, sizeof L->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

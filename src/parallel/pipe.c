@@ -16,7 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "common/common.h"
+#include "common/seconds.h"
 #include "spmd/parallel.h"
 
 typedef struct {
@@ -44,15 +45,9 @@ struct spmd_pipe {
 static spmd_status failf(spmd_pipe *p, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->err, sizeof p->err, fmt, ap);
+    spmd__vfail(p->err, sizeof p->err, st, fmt, ap);
     va_end(ap);
     return st;
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static spmd_status check_cuts(const int *cuts, int S, int n, char *err, size_t errlen) {
@@ -220,9 +215,9 @@ static spmd_status post_recv(spmd_pipe *p, int a, int mbB, spmd_work **w) {
 
 static spmd_status wait_timed(spmd_pipe *p, spmd_work **w) {
     if (!*w) return SPMD_OK;
-    double t0 = now();
+    double t0 = spmd__seconds();
     spmd_status st = spmd_work_wait(*w, -1);
-    p->st.wait_s += now() - t0;
+    p->st.wait_s += spmd__seconds() - t0;
     if (st != SPMD_OK) failf(p, st, "stage %d: %s", p->s, spmd_work_errmsg(*w));
     spmd_work_free(*w);
     *w = NULL;
@@ -243,7 +238,7 @@ spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int
     if (st != SPMD_OK) return failf(p, st, "stage %d: out of memory for micro-batch %d", p->s, mbB);
     memset(&p->st, 0, sizeof p->st);
     p->st.slots = p->nslots;
-    const double t_start = now();
+    const double t_start = spmd__seconds();
     const size_t xs = p->in_size * (size_t)mbB;   /* stage 0: per-sample C*H*W */
     const int V = (int)p->out_size;
     double loss_sum = 0;
@@ -266,7 +261,7 @@ spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int
             if (st != SPMD_OK) break;
             const float *in = first_stage ? x + (size_t)act.mb * xs : p->rin[act.mb % (p->nslots + 1)];
             const float *y;
-            double t0 = now();
+            double t0 = spmd__seconds();
             st = spmd_model_forward(sl->m, in, mbB, &y);
             if (st == SPMD_OK && last_stage) {
                 int c = 0;
@@ -276,7 +271,7 @@ spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int
                 const float scale = 1.0f / (float)p->M;
                 for (size_t i = 0; i < (size_t)mbB * V; i++) dl[i] *= scale;
             }
-            p->st.compute_s += now() - t0;
+            p->st.compute_s += spmd__seconds() - t0;
             if (++live > p->st.max_live) p->st.max_live = live;
             if (st != SPMD_OK) {
                 failf(p, st, "stage %d: forward of micro-batch %d failed", p->s, act.mb);
@@ -289,9 +284,9 @@ spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int
             st = wait_timed(p, &sl->send_grad);
             if (st != SPMD_OK) break;
             const float *dout = last_stage ? p->dlogits + (size_t)act.mb * mbB * V : p->rgrad[act.mb % 2];
-            double t0 = now();
+            double t0 = spmd__seconds();
             st = spmd_model_backward(sl->m, dout, NULL, NULL);
-            p->st.compute_s += now() - t0;
+            p->st.compute_s += spmd__seconds() - t0;
             live--;
             if (st != SPMD_OK) {
                 failf(p, st, "stage %d: backward of micro-batch %d failed", p->s, act.mb);
@@ -309,7 +304,7 @@ spmd_status spmd_pipe_step(spmd_pipe *p, const float *x, const int *targets, int
         spmd_status s2 = wait_timed(p, &p->slots[i].send_grad);
         if (st == SPMD_OK) st = s1 ? s1 : s2;
     }
-    p->st.total_s = now() - t_start;
+    p->st.total_s = spmd__seconds() - t_start;
     p->st.bubble_s = p->st.total_s - p->st.compute_s;
     for (int i = 0; i < p->nslots; i++) p->st.act_bytes += spmd_model_activation_bytes(p->slots[i].m);
     if (st != SPMD_OK) return st;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common.h"
 #include "spmd/parallel.h"
 
 struct spmd_zero {
@@ -25,7 +26,7 @@ struct spmd_zero {
 static spmd_status failf(spmd_zero *z, spmd_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(z->err, sizeof z->err, fmt, ap);
+    spmd__vfail(z->err, sizeof z->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

@@ -7,14 +7,10 @@
 #include "rpc_internal.h"
 
 spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) {
-    char buf[SPMD__ERRLEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    spmd__vfail_locked(&r->mu, r->errmsg, sizeof r->errmsg, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&r->mu);
-    snprintf(r->errmsg, sizeof r->errmsg, "%s", buf);
-    pthread_mutex_unlock(&r->mu);
     return st;
 }
 

@@ -304,7 +304,7 @@ spmd_status spmd_rpc_call_fail(spmd_rpc_call *c, const char *fmt, ...) {
     if (!c) return SPMD_ERR_INVALID;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    spmd__vfail(c->err, sizeof c->err, SPMD_ERR_REMOTE, fmt, ap);
     va_end(ap);
     c->failed = 1;
     return SPMD_ERR_REMOTE;

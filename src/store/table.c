@@ -5,14 +5,11 @@
  * sockets or limits (ops.c charges the bytes). */
 #include <stdlib.h>
 #include <string.h>
+#include "common/fnv.h"
 #include "store/server_internal.h"
 
 static uint64_t hash_key(uint64_t seed, const unsigned char *k, size_t n) {
-    uint64_t h = 1469598103934665603ull ^ seed; /* FNV-1a, seeded */
-    for (size_t i = 0; i < n; i++) {
-        h ^= k[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = spmd__fnv1a64(SPMD__FNV64_OFFSET ^ seed, k, n); /* FNV-1a, seeded */
     return h ^ (h >> 29);
 }
 

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/fnv.h"
 #include "arena.h"
 #include "fdpass.h"
 #include "mesh.h"
@@ -47,7 +48,7 @@ typedef struct {
 
 _Static_assert(sizeof(ctrl_page) <= CTRL_BYTES, "control page too small");
 
-struct spmd__shm {
+struct spmd__arena {
     spmd__mesh *g;
     size_t bytes, map_len;
     int fd;
@@ -62,9 +63,9 @@ enum { F_OK_, F_PID, F_NONCE, F_BYTES, F_LAYOUT, F_KERNEL, NF };
 
 static ctrl_page *ctrl_of(unsigned char *base) { return (ctrl_page *)(void *)base; }
 
-spmd__shm *spmd__shm_alloc(spmd__mesh *g, size_t bytes) {
+spmd__arena *spmd__arena_alloc(spmd__mesh *g, size_t bytes) {
     if (!g) return NULL;
-    spmd__shm *s = calloc(1, sizeof *s);
+    spmd__arena *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->g = g;
     s->bytes = bytes;
@@ -95,22 +96,22 @@ fail:
     return NULL;
 }
 
-void *spmd__shm_data(spmd__shm *s) { return s ? s->base + CTRL_BYTES : NULL; }
+void *spmd__arena_data(spmd__arena *s) { return s ? s->base + CTRL_BYTES : NULL; }
 
-void *spmd__shm_peer(spmd__shm *s, int r) {
+void *spmd__arena_peer(spmd__arena *s, int r) {
     if (!s || r < 0 || r >= s->g->world) return NULL;
-    if (r == s->g->rank) return spmd__shm_data(s);
+    if (r == s->g->rank) return spmd__arena_data(s);
     return s->peer[r] ? s->peer[r] + CTRL_BYTES : NULL;
 }
 
-static void unmap_peers(spmd__shm *s) {
+static void unmap_peers(spmd__arena *s) {
     for (int r = 0; r < s->g->world; r++) {
         if (s->peer[r] && s->peer[r] != s->base) munmap(s->peer[r], s->map_len);
         s->peer[r] = NULL;
     }
 }
 
-void spmd__shm_free(spmd__shm *s) {
+void spmd__arena_free(spmd__arena *s) {
     if (!s) return;
     unmap_peers(s);
     if (s->fd >= 0) close(s->fd);
@@ -125,14 +126,14 @@ void spmd__shm_free(spmd__shm *s) {
 /* This kernel, as a number (0 when unknown): ranks share only under one. */
 static uint64_t kernel_id(void) {
     char boot[SPMD__BOOT_ID_LEN];
-    uint64_t pidns = 0, h = 1469598103934665603ull;
+    uint64_t pidns = 0, h;
     if (!spmd__kernel_identity(boot, &pidns)) return 0;
-    for (int i = 0; i < SPMD__BOOT_ID_LEN && boot[i]; i++) h = (h ^ (unsigned char)boot[i]) * 1099511628211ull;
+    h = spmd__fnv1a64(SPMD__FNV64_OFFSET, boot, strnlen(boot, SPMD__BOOT_ID_LEN));
     return h ? h : 1;
 }
 
 /* Map rank r's arena from a descriptor it sent; 1 on success. */
-static int map_peer(spmd__shm *s, int r, int fd) {
+static int map_peer(spmd__arena *s, int r, int fd) {
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size == s->map_len)
@@ -150,7 +151,7 @@ static int map_peer(spmd__shm *s, int r, int fd) {
 /* Every rank hands its memfd to every other (fdpass.h): connect to all,
  * agree that all connections stand, then serve and receive.  1 when this
  * rank mapped every peer's arena. */
-static int exchange(spmd__shm *s, const spmd__shm_colls *cl, int lfd, int all_ok, char *err, size_t errlen,
+static int exchange(spmd__arena *s, const spmd__arena_colls *cl, int lfd, int all_ok, char *err, size_t errlen,
                     spmd_status *st) {
     spmd__mesh *g = s->g;
     const int64_t *all = s->gather;
@@ -178,7 +179,7 @@ static int exchange(spmd__shm *s, const spmd__shm_colls *cl, int lfd, int all_ok
     return 1;
 }
 
-spmd_status spmd__shm_connect(spmd__shm *s, const spmd__shm_colls *cl, uint64_t layout, int *shared, char *err,
+spmd_status spmd__arena_connect(spmd__arena *s, const spmd__arena_colls *cl, uint64_t layout, int *shared, char *err,
                               size_t errlen) {
     if (!s || !shared) return SPMD_ERR_INVALID;
     spmd__mesh *g = s->g;
@@ -230,19 +231,19 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 
 static int reached(uint32_t have, uint32_t want) { return (int32_t)(have - want) >= 0; }
 
-void spmd__shm_post(spmd__shm *s, int k, uint32_t v) {
+void spmd__arena_post(spmd__arena *s, int k, uint32_t v) {
     _Atomic uint32_t *c = counter(s->base, k);
     atomic_store_explicit(c, v, memory_order_release);
     futex(c, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-int spmd__shm_all_reached(spmd__shm *s, int k, uint32_t v) {
+int spmd__arena_all_reached(spmd__arena *s, int k, uint32_t v) {
     for (int r = 0; r < s->g->world; r++)
         if (!reached(atomic_load_explicit(counter(s->peer[r], k), memory_order_acquire), v)) return 0;
     return 1;
 }
 
-spmd_status spmd__shm_wait_all(spmd__shm *s, int k, uint32_t v, const char *what, char *err, size_t errlen) {
+spmd_status spmd__arena_wait_all(spmd__arena *s, int k, uint32_t v, const char *what, char *err, size_t errlen) {
     spmd__mesh *g = s->g;
     int64_t deadline = spmd__mesh_deadline(g);
     for (int r = 0; r < g->world; r++) {

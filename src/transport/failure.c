@@ -93,8 +93,8 @@ static void fail_v(spmd__mesh *m, spmd_status st, int culprit, int tell_peers, c
     char buf[SPMD__ERRLEN];
     vsnprintf(buf, sizeof buf, fmt, ap);
     if (!spmd__mesh_mark_failed_by(m, st, culprit, buf)) return;
-    if (tell_peers) spmd__p2p_broadcast_abort(m, st, buf);
-    spmd__p2p_fail_all(m, st, buf);
+    if (tell_peers && m->tell_peers) m->tell_peers(m, st, buf);
+    if (m->fail_pending) m->fail_pending(m, st, buf);
 }
 
 void spmd__mesh_fail(spmd__mesh *m, spmd_status st, int tell_peers, const char *fmt, ...) {

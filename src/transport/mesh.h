@@ -98,6 +98,13 @@ typedef struct spmd__mesh {
      * posted, before it can complete (the recorder numbers it there) */
     void (*on_post)(void *arg, spmd__preq *r);
     void *hook_arg;
+    /* How a failure reaches the engine that moves this mesh's point-to-point
+     * traffic, set by that engine before it runs (spmd__p2p_start, or the MPI
+     * link's attach; NULL before): fail_pending fails every pending
+     * operation, tell_peers queues an abort notice to every live peer.
+     * failure.c calls them for the first failure only, knowing no engine. */
+    void (*fail_pending)(struct spmd__mesh *m, spmd_status st, const char *msg);
+    void (*tell_peers)(struct spmd__mesh *m, spmd_status st, const char *msg);
     /* CLOCK_MONOTONIC in ms as the progress thread last read it: when
      * clock_wanted (set before the thread starts), at most about
      * SPMD__MESH_CLOCK_MS old while the thread runs (a clock for the flight
@@ -117,7 +124,8 @@ typedef struct spmd__mesh {
 #define SPMD__MESH_CLOCK_MS 100
 
 /* The operations of a mesh over another library.  The p2p functions below
- * and spmd__xfer (xfer.h) hand their calls to these when m->ext is set. */
+ * and spmd__xfer (xfer.h) hand their calls to these when m->ext is set
+ * (failures reach it through the mesh's fail_pending / tell_peers). */
 struct spmd__coll_ctx;
 struct spmd__xfer_op;
 struct spmd__preq;
@@ -132,8 +140,6 @@ struct spmd__mesh_ext {
     spmd_status (*wait)(struct spmd__mesh *m, struct spmd__preq *r, const atomic_int *state, int done_bit,
                         int64_t deadline);
     void (*cancel)(struct spmd__mesh *m, struct spmd__preq *r);
-    void (*fail_all)(struct spmd__mesh *m, spmd_status st, const char *msg);
-    void (*broadcast_abort)(struct spmd__mesh *m, spmd_status st, const char *msg);
     void (*stop)(struct spmd__mesh *m); /* say goodbye, fail what is pending, free ext_state */
 };
 
@@ -226,10 +232,6 @@ int spmd__p2p_poll_spin(spmd__mesh *m, int peer, int (*done)(void *), void *arg)
 /* Withdraw a posted receive (or a large send not yet cleared) that has not
  * matched yet: completes it with SPMD_ERR_ABORTED; nothing when it matched. */
 void spmd__p2p_cancel(spmd__mesh *m, spmd__preq *r);
-/* Fail every pending p2p operation with st/msg. */
-void spmd__p2p_fail_all(spmd__mesh *m, spmd_status st, const char *msg);
-/* Queue an abort notice (text) to every live peer. */
-void spmd__p2p_broadcast_abort(spmd__mesh *m, spmd_status st, const char *msg);
 
 /* ---- cross-memory attach (cma.c) ------------------------------------------ */
 #define SPMD__BOOT_ID_LEN 40

@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/fnv.h"
 #include "mpi_internal.h"
 
 #define NOTICE_MAGIC 0x4e4d5053u /* "SPMN" */
@@ -320,12 +321,6 @@ spmd_status spmd__mpi_check(spmd__mpi_link *l, int force, char *msg, size_t msgl
 /* What each rank tells the others at attach time. */
 enum { ID_BOOT, ID_PIDNS, ID_PID, ID_NONCE, ID_N };
 
-static uint64_t fnv64(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Wait for requests of the attach under the deadline (no group failure yet). */
 static spmd_status wait_setup(spmd__mesh *m, MPI_Request *reqs, int n, int64_t deadline, const char *what,
                               char *err, size_t errlen) {
@@ -414,7 +409,7 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
     char boot[SPMD__BOOT_ID_LEN];
     uint64_t pidns = 0, mine[ID_N] = {0};
     if (spmd__kernel_identity(boot, &pidns)) {
-        mine[ID_BOOT] = fnv64(boot, strlen(boot));
+        mine[ID_BOOT] = spmd__fnv1a64(SPMD__FNV64_OFFSET, boot, strlen(boot));
         mine[ID_PIDNS] = pidns;
     }
     mine[ID_PID] = (uint64_t)getpid();
@@ -460,6 +455,8 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
     m->ext_state = l;
     m->caller_thread_only = spmd__mpi_level() != MPI_THREAD_MULTIPLE;
     m->ext = &spmd__mpi_ext;
+    m->fail_pending = spmd__mpi_fail_all;
+    m->tell_peers = broadcast_abort;
     return SPMD_OK;
 fail_comms: /* communicators a failed attach made are left alone (see the top) */
 fail_ids:
@@ -504,5 +501,5 @@ static void stop(spmd__mesh *m) {
 
 const spmd__mesh_ext spmd__mpi_ext = {
     "mpi",          spmd__mpi_xfer,     spmd__mpi_post_send,  spmd__mpi_post_recv, spmd__mpi_poll,
-    spmd__mpi_wait, spmd__mpi_cancel, spmd__mpi_fail_all, broadcast_abort,     stop,
+    spmd__mpi_wait, spmd__mpi_cancel, stop,
 };

@@ -391,8 +391,8 @@ static void peer_died(spmd__p2p *p, int i, const char *why) {
     for (spmd__preq *w = p->posted; w; w = w->next) p->posted_tail = w;
 }
 
-void spmd__p2p_fail_all(spmd__mesh *g, spmd_status st, const char *msg) {
-    if (g->ext) { g->ext->fail_all(g, st, msg); return; }
+/* The mesh's fail_pending hook: fail every pending p2p operation with st/msg. */
+static void fail_pending(spmd__mesh *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     spmd__elock_lock(&p->mu);
@@ -416,8 +416,8 @@ static void abort_locked(spmd__p2p *p, spmd_status st, const char *msg) {
     }
 }
 
-void spmd__p2p_broadcast_abort(spmd__mesh *g, spmd_status st, const char *msg) {
-    if (g->ext) { g->ext->broadcast_abort(g, st, msg); return; }
+/* The mesh's tell_peers hook: queue an abort notice (text) to every live peer. */
+static void tell_peers(spmd__mesh *g, spmd_status st, const char *msg) {
     spmd__p2p *p = g->p2p;
     if (!p) return;
     spmd__elock_lock(&p->mu);
@@ -1102,6 +1102,9 @@ static void *progress_main(void *arg) {
 }
 
 spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
+    /* before any thread of ours runs; without g->p2p the hooks do nothing */
+    g->fail_pending = fail_pending;
+    g->tell_peers = tell_peers;
     spmd__p2p *p = calloc(1, sizeof *p);
     if (!p) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     p->m = g;

@@ -4,7 +4,8 @@
  * descriptor, mode, length) checked on arrival against what this rank is
  * running, so ranks that called different collectives, in a different order,
  * with different arguments or algorithms fail with SPMD_ERR_MISMATCH before a
- * byte of payload is accepted (desync.c says what differs).
+ * byte of payload is accepted (desync.c says what differs; the context's
+ * names, deadline and error: coll_ctx.c).
  *
  * Modes:
  *   INLINE  the payload follows.
@@ -28,7 +29,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,34 +42,6 @@
 #define SPIN_MAX_BYTES (256u * 1024u)
 #define DESC 8                              /* a CMA message's payload: the sender's address */
 #define PULL_PIECE ((size_t)1 << 20)        /* one process_vm_readv call at most, so other ops keep moving */
-
-static const char *const KIND_NAMES[SPMD__C_KIND_COUNT] = {
-    [SPMD__C_BARRIER] = "barrier",       [SPMD__C_BROADCAST] = "broadcast",
-    [SPMD__C_REDUCE] = "reduce",         [SPMD__C_ALL_REDUCE] = "all_reduce",
-    [SPMD__C_GATHER] = "gather",         [SPMD__C_ALL_GATHER] = "all_gather",
-    [SPMD__C_SCATTER] = "scatter",       [SPMD__C_REDUCE_SCATTER] = "reduce_scatter",
-    [SPMD__C_ALL_TO_ALL] = "all_to_all",
-};
-
-const char *spmd__coll_kind_name(spmd__coll_kind k) {
-    if ((int)k <= 0 || k >= SPMD__C_KIND_COUNT || !KIND_NAMES[k]) return "?";
-    return KIND_NAMES[k];
-}
-
-int spmd__ctx_left_ms(spmd__coll_ctx *c) {
-    if (!c->deadline) c->deadline = spmd__deadline(c->m->timeout_ms);
-    return spmd__remaining_ms(c->deadline);
-}
-
-spmd_status spmd__coll_fail(spmd__coll_ctx *c, spmd_status st, const char *fmt, ...) {
-    if (!c->err[0] || st) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, sizeof c->err, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 /* Message modes (the header's fourth word). */
 enum { M_INLINE = SPMD__XM_INLINE, M_CMA = SPMD__XM_CMA, M_ACK = SPMD__XM_ACK };

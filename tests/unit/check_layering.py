@@ -6,14 +6,26 @@ rest through public headers); tools/ and examples/ sit above everything and
 nothing below includes them.  Every quoted include is resolved to the file it
 names (next to the includer, then under src/, include/, tools/), so a header
 reached by a short name is placed where it really lives.  Prints every
-offending include; exit 1 if there is one.  Usage: check_layering.py REPO_ROOT"""
-import os, re, sys
+offending include; exit 1 if there is one.  Usage: check_layering.py REPO_ROOT
+
+With --objects OBJ;OBJ;... (the compiled objects of src/, as the build lists
+them) it checks calls instead: every symbol an object of src/<folder>/ needs
+(`nm -u`) that some src/ folder defines must be defined in the same folder or
+one the include rule above allows, so no call can point up either, even one
+made through a declaration written out by hand."""
+import os, re, subprocess, sys
 
 ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "distgrad", "parallel"]
 SIDE = {"nn": {"common"}, "data": {"common", "nn"}, "ckpt": {"common"}}  # the training stack
 TOP = ["tools", "examples"]  # programs: may include any layer and the public headers
 
-repo = sys.argv[1] if len(sys.argv) > 1 else "."
+args = sys.argv[1:]
+objects = None
+if "--objects" in args:
+    i = args.index("--objects")
+    objects = [o for a in args[i + 1:] for o in a.split(";") if o]
+    args = args[:i]
+repo = args[0] if args else "."
 src = os.path.join(repo, "src")
 folders = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
 
@@ -53,6 +65,47 @@ def allowed(a, b):
         return a in ("rpc", "distgrad", "parallel")  # above the training stack
     return False
 
+
+def check_calls(objs):
+    """Symbols needed by each src/ folder's objects against where they are defined."""
+    if not objs:
+        print("calls: no objects given")
+        return 1
+    defined, needed = {}, []
+    folder_of = {}
+    for o in objs:
+        m = re.search(r"/src/([^/]+)/[^/]+\.o(bj)?$", o.replace(os.sep, "/"))
+        if not m:
+            print(f"calls: {o} is not an object of a src/ folder")
+            return 1
+        folder_of[o] = m.group(1)
+    out = subprocess.run(["nm", "-A", "-P"] + objs, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():  # "OBJECT: NAME KIND [VALUE SIZE]"
+        o, _, rest = line.partition(": ")
+        f = rest.split()
+        if o not in folder_of or len(f) < 2:
+            continue
+        folder, (name, kind) = folder_of[o], f[:2]
+        if kind == "U":
+            needed.append((folder, os.path.basename(o), name))
+        elif kind in "TDBRCGSVW":
+            defined.setdefault(name, set()).add(folder)
+    wrong = 0
+    for folder, obj, name in needed:
+        homes = defined.get(name)
+        if not homes or folder in homes:
+            continue  # libc, libcrypto, MPI, BLAS ... or its own folder
+        public = not name.startswith("spmd__")  # the training stack reaches the library through spmd/*.h
+        if not any(allowed(folder, h) or (folder in SIDE and h in ORDER and public) for h in homes):
+            print(f"src/{folder}/{obj}: calls {name}, defined in {', '.join('src/' + h + '/' for h in sorted(homes))}"
+                  f" (not below {folder}/)")
+            wrong += 1
+    print("layering: %d call(s) that point up, in %d objects" % (wrong, len(objs)))
+    return 1 if wrong else 0
+
+
+if objects is not None:
+    sys.exit(check_calls(objects))
 
 inc = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 bad = 0

@@ -1,4 +1,4 @@
-/* dtype/op names, sizes and parsing (src/coll/dtype.c). */
+/* dtype/op names, sizes and parsing (src/common/dtype.c). */
 #include "coll/reduce.h"
 #include "harness.h"
 

@@ -8,13 +8,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/seconds.h"
 #include "train.h"
 
-double report_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double report_now(void) { return spmd__seconds(); }
 
 int report_open(report *r, const options *o, int reporter, int rank) {
     memset(r, 0, sizeof *r);

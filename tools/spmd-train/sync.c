@@ -9,6 +9,7 @@
  * average_gradients: nothing until backward ends, then one all_reduce(SUM) of
  * the whole contiguous gradient buffer and a division by the world size. */
 #include <string.h>
+#include "common/fnv.h"
 #include "dp.h"
 
 /* DDP bucket cap.  torch's 25 MiB puts the seed CNN's 2.4 MB of gradients in
@@ -117,18 +118,8 @@ spmd_status sync_finish(trainer *t) {
 /* --check-sync: data parallelism keeps every rank's replica identical.  A
  * 64-bit hash of the parameters and the optimizer state (and of the
  * BatchNorm buffers under SyncBatchNorm, the only mode in which they agree
- * after a local forward) is all-reduced as {MAX(h), MAX(~h)} = {max, ~min}. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {   /* a word at a time: resnet18 has 90 MB to hash */
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-    }
-    for (; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
+ * after a local forward) is all-reduced as {MAX(h), MAX(~h)} = {max, ~min}.
+ * FNV-1a a word at a time: resnet18 has 90 MB to hash. */
 
 /* The whole optimizer state on this rank (after sharded steps each rank
  * keeps only its slices current). */
@@ -142,13 +133,13 @@ spmd_status sync_whole_state(trainer *t) {
 spmd_status sync_check(trainer *t) {
     spmd_status st0 = sync_whole_state(t);
     if (st0 != SPMD_OK) return st0;
-    uint64_t h = 1469598103934665603ull;
-    h = fnv1a(h, t->params, t->nparams * sizeof(float));
+    uint64_t h = SPMD__FNV64_OFFSET;
+    h = spmd__fnv1a64_words(h, t->params, t->nparams * sizeof(float));
     size_t ns;
     float *os = spmd_optim_state(t->optim, &ns);
-    h = fnv1a(h, os, ns * sizeof(float));
+    h = spmd__fnv1a64_words(h, os, ns * sizeof(float));
     int with_buffers = t->nbuffers && spmd_model_is_syncbn(t->model);
-    if (with_buffers) h = fnv1a(h, t->buffers, t->nbuffers * sizeof(float));
+    if (with_buffers) h = spmd__fnv1a64_words(h, t->buffers, t->nbuffers * sizeof(float));
     int64_t v[2] = {(int64_t)h, (int64_t)~h};
     if (t->g) {
         spmd_status st = spmd_all_reduce(t->g, v, v, 2, SPMD_I64, SPMD_MAX);

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "auth/procs.h"
+#include "common/procs.h"
 #include "common/common.h"
 #include "spmdrun.h"
 

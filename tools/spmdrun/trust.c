@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "auth/auth.h"
-#include "auth/procs.h"
+#include "common/procs.h"
 #include "spmd/auth.h"
 #include "spmdrun.h"
 

@@ -1,8 +1,8 @@
-/* src/auth/procs.h — process-lifecycle helpers shared by the launchers
+/* src/common/procs.h — process-lifecycle helpers shared by the launchers
  * (spmdrun, spmd_spawn): naming the right rank when several die at once, and
  * finding every descendant of a job, even one that left its process group. */
-#ifndef SPMD_AUTH_PROCS_H
-#define SPMD_AUTH_PROCS_H
+#ifndef SPMD_COMMON_PROCS_H
+#define SPMD_COMMON_PROCS_H
 
 #include <sys/types.h>
 

@@ -1,4 +1,4 @@
-/* src/coll/dtype.c — names, sizes and parsing of dtypes and reduction ops
+/* src/common/dtype.c — names, sizes and parsing of dtypes and reduction ops
  * (the spmd_dtype_* / spmd_op_* functions of spmd/group.h). */
 #include <strings.h>
 #include "spmd/group.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "auth/procs.h"
+#include "common/procs.h"
 
 #define PF_EXITING_FLAG 0x00000004u /* include/linux/sched.h */
 

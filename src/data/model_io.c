@@ -1,4 +1,4 @@
-/* model_io.c — a model's state_dict in a safetensors file, and the check that
+/* src/data/model_io.c — a model's state_dict in a safetensors file, and the check that
  * a data set's images fit the model.
  *
  * The file holds exactly what torch's model.state_dict() holds for the same
@@ -7,7 +7,8 @@
  * so model.load_state_dict(load_file(path)) works in PyTorch and a file
  * written by torch loads here.  The one entry spmd does not keep is
  * BatchNorm's num_batches_tracked (torch uses it only with momentum=None):
- * it is ignored on load and not written. */
+ * it is ignored on load and not written.  It lives in data/ (which sees nn/)
+ * because it writes through the checkpoint files of data/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
