@@ -95,10 +95,6 @@ deb $MIRROR $SUITE main
 deb $MIRROR $SUITE-updates main
 deb http://security.debian.org/debian-security $SUITE-security main
 EOF
-        cat >"$ROOT/etc/hosts" <<EOF
-127.0.0.1	localhost
-::1	localhost ip6-localhost ip6-loopback
-EOF
         cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
         chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
             apt-get update -qq
@@ -136,9 +132,19 @@ EOF
     esac
 }
 
+# The root's /etc/hosts: localhost, and this host's name (programs that
+# publish their host name, as torch's tcp:// rendezvous does, must resolve
+# it inside the root too).
+hosts() {
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+    h=$(hostname)
+    [ -z "$h" ] || [ "$h" = localhost ] || printf '127.0.1.1\t%s\n' "$h"
+}
+
 # Make the root, or bring it up to date; holds the lock exclusively.
 ensure() {
     if [ -e "$ROOT/.spmd-ready" ] && [ -z "$(missing_pkgs)" ]; then
+        [ "$(hosts)" = "$(cat "$ROOT/etc/hosts" 2>/dev/null)" ] || hosts >"$ROOT/etc/hosts"
         return 0
     fi
     command -v debootstrap >/dev/null 2>&1 \
@@ -154,6 +160,7 @@ ensure() {
         unshare --mount --propagation private "$0" __inner install "$miss"
     fi
     [ -z "$(missing_pkgs)" ] || die "packages still missing in $ROOT:$(missing_pkgs)"
+    hosts >"$ROOT/etc/hosts"
     unshare --mount --propagation private "$0" __inner check
     echo "torch2-root: $ROOT ready (torch $(cat "$ROOT/.spmd-ready"))" >&2
 }
