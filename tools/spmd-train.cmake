@@ -1,4 +1,13 @@
-add_executable(spmd-train ${CMAKE_CURRENT_LIST_DIR}/spmd-train.c)
+# spmd-train — data- and model-parallel training (tools/spmd-train/*.c, docs/TRAINING.md).
+add_executable(spmd-train
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/checkpoint.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/input.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/loop.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/main.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/options.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/parallel.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/report.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/sync.c)
 target_link_libraries(spmd-train PRIVATE spmdnn m)
 set_target_properties(spmd-train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tools)
 install(TARGETS spmd-train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -23,6 +23,13 @@ static spmd_status wrap_ddp(spmd_group *g, spmd_model *m, spmd_ddp **out) {
     return st ? st : spmd_ddp_finalize(*out);
 }
 
+/* The DataLoader's worker: one batch of normalised images and labels. */
+static spmd_status fill_batch(void *ds, const size_t *idx, size_t n, uint64_t batch_no, float *x, int *y, char *err,
+                              size_t errlen) {
+    (void)batch_no, (void)err, (void)errlen;
+    return spmd_dataset_batch(ds, idx, n, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, y);
+}
+
 int main(int argc, char **argv) {
     long max_steps = -1;
     const char *dir = NULL;
@@ -51,6 +58,7 @@ int main(int argc, char **argv) {
     spmd_ddp *ddp = NULL;
     spmd_optim *optimizer = NULL;
     spmd_model_opts mo = SPMD_MODEL_OPTS_DEFAULT;
+    spmd_prefetch *loader = NULL;
     spmd_optim_opts oo = SPMD_OPTIM_OPTS_SGD;
     oo.lr = 0.01f;
     oo.momentum = 0.5f;
@@ -69,17 +77,23 @@ int main(int argc, char **argv) {
     if (spmd_optim_create(&oo, nparams, &optimizer)) goto out;
 
     enum { BATCH = 16 };
-    float x[BATCH * 28 * 28], dlogits[BATCH * 10];
-    int target[BATCH];
-    spmd_batch_iter loader;
-    spmd_batch_iter_init(&loader, spmd_sampler_indices(sampler), spmd_sampler_num_samples(sampler), BATCH, 0);
-    size_t num_batches = spmd_batch_iter_count(&loader);
-    const size_t *idx;
+    float dlogits[BATCH * 10];
+    /* train_loader = DataLoader(..., num_workers=1, prefetch_factor=2): a
+     * loader thread fills the next batches while this one trains */
+    spmd_prefetch_opts po = {spmd_sampler_indices(sampler), spmd_sampler_num_samples(sampler), BATCH, 0, 0,
+                             28 * 28, 2, fill_batch, &ds};
+    if (spmd_prefetch_start(&po, &loader, err, sizeof err)) {
+        fprintf(stderr, "rank %d: %s\n", rank, err);
+        goto out;
+    }
+    size_t num_batches = (po.n + BATCH - 1) / BATCH;
+    const float *x;
+    const int *target;
     size_t n;
     long steps = 0;
     double epoch_loss = 0;
-    while (spmd_batch_iter_next(&loader, &idx, &n) && steps != max_steps) {
-        spmd_dataset_batch(&ds, idx, n, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, target);
+    int got = 0;
+    while (steps != max_steps && (got = spmd_prefetch_next(loader, &x, &target, NULL, &n)) == 1) {
         spmd_model_zero_grad(model);
         spmd_ddp_prepare(ddp);
         const float *output;
@@ -100,9 +114,14 @@ int main(int argc, char **argv) {
             epoch_loss = 0;
         }
     }
+    if (got < 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, spmd_prefetch_errmsg(loader));
+        goto out;
+    }
     printf("Rank %d done: %ld steps, %d buckets\n", rank, steps, spmd_ddp_num_buckets(ddp));
     rc = 0;
 out:
+    spmd_prefetch_stop(loader);   /* also when the loop ended early */
     spmd_optim_free(optimizer);
     spmd_ddp_free(ddp);
     spmd_model_free(model);

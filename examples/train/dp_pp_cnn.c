@@ -24,6 +24,13 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The DataLoader's worker: one batch of normalised images and labels. */
+static spmd_status fill_batch(void *ds, const size_t *idx, size_t n, uint64_t batch_no, float *x, int *y, char *err,
+                              size_t errlen) {
+    (void)batch_no, (void)err, (void)errlen;
+    return spmd_dataset_batch(ds, idx, n, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, y);
+}
+
 int main(int argc, char **argv) {
     int dp = 2, pp = 2, M = 4, steps = 40, B = 64, zero = 0;   /* B: the global batch */
     const char *data = NULL, *sched = "1f1b";
@@ -57,8 +64,9 @@ int main(int argc, char **argv) {
     spmd_zero *z = NULL;
     spmd_optim *opt = NULL;
     spmd_dataset ds = SPMD_DATASET_INIT;
-    float *x = NULL, *dl = NULL;
-    int *y = NULL;
+    float *dl = NULL;
+    size_t *idx = NULL;
+    spmd_prefetch *loader = NULL;
     spmd_schedule_kind kind;
     if (spmd_schedule_parse(sched, &kind)) { fprintf(stderr, "unknown schedule %s (gpipe, 1f1b)\n", sched); goto out; }
     if (B % dp) { fprintf(stderr, "batch %d is not divisible by dp %d\n", B, dp); goto out; }
@@ -89,18 +97,25 @@ int main(int argc, char **argv) {
     }
     if (dst) goto fail;
     const int per = B / dp;
-    x = malloc(sizeof(float) * (size_t)per * 784);
-    y = malloc(sizeof(int) * (size_t)per);
     dl = malloc(sizeof(float) * (size_t)per * 10);
-    size_t *idx = malloc(sizeof(size_t) * (size_t)per);
-    if (!x || !y || !dl || !idx) goto fail;
+    idx = malloc(sizeof(size_t) * (size_t)per * (size_t)steps);
+    if (!dl || !idx) goto fail;
+    for (int s = 0; s < steps; s++)   /* replica d's share of global batch s */
+        for (int i = 0; i < per; i++)
+            idx[(size_t)s * per + i] = ((size_t)s * B + (size_t)mesh.d * per + (size_t)i) % ds.n;
+    /* a loader thread fills the next two batches while this one trains */
+    spmd_prefetch_opts pfo = {idx, (size_t)per * steps, (size_t)per, 0, 0, 784, 2, fill_batch, &ds};
+    if (spmd_prefetch_start(&pfo, &loader, err, sizeof err)) goto fail;
     int first = pp == 1 || mesh.p == 0, last = pp == 1 || mesh.p == pp - 1;
     double t_steps = 0, compute = 0, bubble = 0;
     int timed = 0;
     for (int s = 0; s < steps; s++) {
-        for (int i = 0; i < per; i++)   /* replica d's share of global batch s */
-            idx[i] = ((size_t)s * B + (size_t)mesh.d * per + (size_t)i) % ds.n;
-        spmd_dataset_batch(&ds, idx, (size_t)per, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, y);
+        const float *x;
+        const int *y;
+        if (spmd_prefetch_next(loader, &x, &y, NULL, NULL) != 1) {
+            fprintf(stderr, "rank %d: %s\n", rank, spmd_prefetch_errmsg(loader));
+            goto out;
+        }
         double t0 = now();
         float loss = 0;
         spmd_model_zero_grad(model);
@@ -150,13 +165,13 @@ int main(int argc, char **argv) {
                row[2] / (row[2] + row[1]), (double)(pp - 1) / (M + pp - 1));
     if (rank == 0)
         printf("dp %d x pp %d, global batch %d: %.0f samples/s\n", dp, pp, B, row[3]);
-    free(idx);
     rc = 0;
     goto out;
 fail:
     fprintf(stderr, "rank %d: %s\n", rank, err);
 out:
-    free(x); free(y); free(dl);
+    spmd_prefetch_stop(loader);
+    free(idx); free(dl);
     spmd_dataset_free(&ds);
     spmd_zero_free(z);
     spmd_optim_free(opt);

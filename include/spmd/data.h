@@ -191,6 +191,49 @@ int spmd_batch_iter_next(spmd_batch_iter *it, const size_t **batch, size_t *coun
 void spmd_batch_iter_reset(spmd_batch_iter *it);
 
 /* ======================================================================
+ * Prefetching batches (torch's DataLoader with a worker): a loader thread
+ * fills the next batches into a bounded queue while the caller trains on
+ * the current one.
+ * ====================================================================== */
+/* Fills batch `batch_no` (0, 1, ... from the start of the index list,
+ * counting skipped batches) from examples idx[0..count): inputs x (count x
+ * x_per_sample floats) and labels y.  Runs on the loader thread, never two
+ * at once; it must not depend on when it runs (a batch's randomness drawn
+ * from batch_no, not from a shared generator), so that the batches are the
+ * same, bit for bit, as when filled on the caller's thread.  A failure
+ * returns its status and writes one line to err. */
+typedef spmd_status (*spmd_batch_fill_fn)(void *ctx, const size_t *idx, size_t count, uint64_t batch_no,
+                                          float *x, int *y, char *err, size_t errlen);
+typedef struct {
+    const size_t *indices;  /* not copied: must outlive the iterator (e.g. a sampler's epoch list) */
+    size_t n;
+    size_t batch_size;      /* >= 1 */
+    int drop_last;          /* as spmd_batch_iter */
+    size_t first_batch;     /* batches skipped at the start (resuming mid-epoch) */
+    size_t x_per_sample;    /* floats of input per example, >= 1 */
+    int depth;              /* batches prepared ahead, 1..64 (torch's prefetch_factor) */
+    spmd_batch_fill_fn fill;
+    void *ctx;
+} spmd_prefetch_opts;
+typedef struct spmd_prefetch spmd_prefetch;
+/* Start the loader thread (SPMD_ERR_INVALID for bad options, SPMD_ERR_NOMEM,
+ * SPMD_ERR_IO when no thread can be made; err says which). */
+spmd_status spmd_prefetch_start(const spmd_prefetch_opts *o, spmd_prefetch **out, char *err,
+                                size_t errlen);
+/* The next batch, in the order of the index list: returns 1 with *x, *y,
+ * *count (and *idx, may be NULL) valid until the next call or stop; 0 after
+ * the last batch; -1 when the loader failed on this batch (the batches
+ * before it were all returned): spmd_prefetch_status / _errmsg give the
+ * cause, with the batch number. */
+int spmd_prefetch_next(spmd_prefetch *p, const float **x, const int **y, const size_t **idx, size_t *count);
+spmd_status spmd_prefetch_status(spmd_prefetch *p);
+const char *spmd_prefetch_errmsg(const spmd_prefetch *p);
+/* Stop the loader (at once: a batch being filled is finished and dropped),
+ * join its thread and free everything.  At any point, also before the last
+ * batch (an early stop) or after an error.  NULL is fine. */
+void spmd_prefetch_stop(spmd_prefetch *p);
+
+/* ======================================================================
  * Checkpoints: the safetensors format
  *   [u64 little-endian header length H][H bytes of JSON, space padded]
  *   [raw little-endian tensor data]

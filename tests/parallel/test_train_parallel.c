@@ -3,6 +3,11 @@
  *   world 4, the CNN on 3x32x32, DP 2 x PP 2 (1F1B) with ZeRO-1, evaluated
  *   world 4, DP 1 x PP 2 x TP 2 (GPipe)
  *   world 2, resnet18 with the CIFAR stem cut into 2 stages, one step
+ *   world 2, --zero with the options of the data-parallel trainer: --save-model,
+ *     --metrics, --test-samples, --lr-scaling, --sync-bn (one trainer, issue 23)
+ *   the data-parallel trainer on CIFAR-10 (augmented) at world 2: the model it
+ *     saves is the same, byte for byte, with and without --prefetch
+ *   the combinations that cannot exist refused with the reason
  * and bad input, each failing with a message naming the value: a CIFAR
  * file of the wrong size, micro-batches that do not divide the batch, a
  * world the mesh does not divide. */
@@ -63,6 +68,19 @@ static int log_has(const char *s) {
     return strstr(buf, s) != NULL;
 }
 
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
 int main(void) {
     setenv("SPMD_TIMEOUT", "120", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
@@ -86,6 +104,41 @@ int main(void) {
                             "--pp", "2", "--microbatches", "2", "--batch-size", "2", "--steps", "1",
                             "--no-eval", "--quiet", NULL};
     CHECK_MSG(run(2, resnet) == 0, "resnet18 on CIFAR, 2 stages");
+    char p1[300], p2[300], pz[300], mz[300];
+    snprintf(pz, sizeof pz, "%s/zero.safetensors", dir);
+    snprintf(mz, sizeof mz, "%s/zero.jsonl", dir);
+    char *const zero[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--zero", "--batch-size", "4",
+                          "--steps", "4", "--log-every", "2", "--test-samples", "8", "--lr-scaling", "linear",
+                          "--sync-bn", "--save-model", pz, "--metrics", mz, "--quiet", NULL};
+    CHECK_MSG(run(2, zero) == 0, "--zero with --save-model, --metrics, --test-samples, --lr-scaling, --sync-bn");
+    CHECK_MSG(access(pz, R_OK) == 0, "--zero --save-model wrote no model");
+    FILE *mf = fopen(mz, "r");
+    char line[512];
+    int steps = 0, evals = 0;
+    while (mf && fgets(line, sizeof line, mf)) {
+        steps += strstr(line, "\"loss\"") != NULL;
+        evals += strstr(line, "\"test_total\": 8") != NULL;   /* --test-samples 8 */
+    }
+    if (mf) fclose(mf);
+    CHECK_MSG(steps == 2 && evals == 1, "metrics: %d step and %d evaluation records", steps, evals);
+    /* prefetching changes nothing but the time */
+    snprintf(p1, sizeof p1, "%s/sync.safetensors", dir);
+    snprintf(p2, sizeof p2, "%s/prefetch.safetensors", dir);
+    char *const nopf[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--batch-size", "4", "--steps", "6",
+                          "--no-eval", "--no-prefetch", "--save-model", p1, "--quiet", NULL};
+    char *const pf[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--batch-size", "4", "--steps", "6",
+                        "--no-eval", "--prefetch", "3", "--save-model", p2, "--quiet", NULL};
+    CHECK_MSG(run(2, nopf) == 0 && run(2, pf) == 0, "data-parallel CIFAR-10 with and without --prefetch");
+    CHECK_MSG(same_file(p1, p2), "the model trained with --prefetch differs from the one without");
+    char *const pipe_ck[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--pp", "2",
+                             "--checkpoint-dir", dir, NULL};
+    CHECK(run(1, pipe_ck) != 0 && log_has("--checkpoint-dir cannot be combined with --pp 2"));
+    char *const pipe_save[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--tp", "2",
+                               "--save-model", p1, NULL};
+    CHECK(run(1, pipe_save) != 0 && log_has("a state_dict is the whole model"));
+    char *const nopipe[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--schedule", "gpipe", NULL};
+    CHECK(run(1, nopipe) != 0 && log_has("--schedule schedules a pipeline: it needs --pp 2 or more"));
+    unlink(p1), unlink(p2), unlink(pz), unlink(mz);
     /* bad input */
     char *const mb[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--microbatches", "3",
                         "--batch-size", "4", NULL};

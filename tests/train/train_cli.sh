@@ -53,6 +53,10 @@ done
 run shape_test 1 "$TRAIN" --model cnn --data "$TMP/testwrong" --steps 2 --quiet
 has shape_test.err "the test images"
 has shape_test.err "1x27x28"
+# issue 29: the cause, not the "ranks disagree" text of SPMD_ERR_MISMATCH (one process has no other rank)
+for f in shape_cnn_3x3.err shape_mlp_64x64.err shape_test.err; do
+    grep -qi "disagree" "$TMP/$f" && { fail "$f: a data set that does not fit is reported as ranks disagreeing"; cat "$TMP/$f" >&2; }
+done
 
 # 12. --plot into a missing folder: refused before training, nothing on stdout.
 run plot_missing 2 "$TRAIN" --model mlp --data "$TMP/testwrong" --plot "$TMP/nope/curve.png"
@@ -102,6 +106,60 @@ head -c 100 "$TMP/good.safetensors" >"$TMP/ck/checkpoint.safetensors"
 run truncated 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
 grep -qi "disagree" "$TMP/truncated.err" && fail "a truncated checkpoint is reported as a disagreement of ranks"
 has truncated.err "checkpoint.safetensors"
+
+# issue 29: a checkpoint of non-finite weights (a diverged run) is refused, naming the file and the
+# tensor; --allow-nonfinite-checkpoint resumes it with a warning
+python3 - "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+hdr = json.loads(b[8:8 + n])
+s, e = hdr["fc2.weight"]["data_offsets"]
+b[8 + n + s:8 + n + e] = struct.pack("<f", float("nan")) * ((e - s) // 4)
+open(sys.argv[2], "wb").write(b)
+PY
+run nan_ckpt 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
+has nan_ckpt.err "$TMP/ck/checkpoint.safetensors: tensor fc2.weight holds"
+has nan_ckpt.err "non-finite"
+run nan_allowed 0 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume --allow-nonfinite-checkpoint
+has nan_allowed.err "WARNING"
+has nan_allowed.err "fc2.weight"
+
+# issue 23: under srun without --mpi (Slurm's variables, no WORLD_SIZE) the tasks train as one group
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+slurm() { # RANK ARGS...: one task of a 2-task Slurm step on this host
+    _r=$1
+    shift
+    env -u WORLD_SIZE -u RANK SLURM_PROCID=$_r SLURM_NTASKS=2 SLURM_LOCALID=$_r SLURM_NTASKS_PER_NODE=2 \
+        SLURM_JOB_NODELIST=localhost SLURM_JOB_ID=4242 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+        OMP_NUM_THREADS=1 "$TRAIN" "$@"
+}
+SECRET_A=slurm-test-secret-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa SECRET_B=slurm-test-secret-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
+PORT=$(free_port)
+SPMD_AUTH_TOKEN=$SECRET_A SPMD_TIMEOUT=120 slurm 1 --model mlp $Q --steps 2 >"$TMP/srun1.out" 2>"$TMP/srun1.err" &
+SRUN1=$!
+SPMD_AUTH_TOKEN=$SECRET_A SPMD_TIMEOUT=120 slurm 0 --model mlp --data $TMP/small --train-samples 96 \
+    --batch-size 16 --no-eval --steps 2 >"$TMP/srun0.out" 2>"$TMP/srun0.err" || fail "srun rank 0 failed"
+wait $SRUN1 || fail "srun rank 1 failed"
+has srun0.out "world 2"
+grep -q "world 1" "$TMP/srun0.out" && fail "srun tasks trained alone"
+# joining fails on rank 1 (another job's secret): its own rank and the real cause, not "protocol violation"
+PORT=$(free_port)
+SPMD_AUTH_TOKEN=$SECRET_A SPMD_TIMEOUT=10 slurm 0 --model mlp $Q --steps 2 >/dev/null 2>"$TMP/join0.err" &
+JOIN0=$!
+SPMD_AUTH_TOKEN=$SECRET_B SPMD_TIMEOUT=10 slurm 1 --model mlp $Q --steps 2 >/dev/null 2>"$TMP/join1.err"
+wait $JOIN0
+has join1.err "spmd-train: rank 1: cannot join the group"
+grep -q "protocol violation" "$TMP/join1.err" && fail "a refused join is called a protocol violation"
+# the same with torchrun's variables
+PORT=$(free_port)
+torchrun_env() { env RANK=$1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT SPMD_TIMEOUT=10 OMP_NUM_THREADS=1 SPMD_AUTH_TOKEN=$2 "$TRAIN" --model mlp $Q --steps 2; }
+torchrun_env 0 "$SECRET_A" >/dev/null 2>"$TMP/tjoin0.err" &
+JOIN0=$!
+torchrun_env 1 "$SECRET_B" >/dev/null 2>"$TMP/tjoin1.err"
+wait $JOIN0
+has tjoin1.err "spmd-train: rank 1: cannot join the group"
+grep -q "protocol violation" "$TMP/tjoin1.err" && fail "a refused join is called a protocol violation"
 
 # 8. the temporaries of killed saves go at the next resume; a live writer's stay
 cp "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors"

@@ -1,0 +1,56 @@
+/* dp.h — the data-parallel trainer's state, shared by loop.c, sync.c and
+ * checkpoint.c. */
+#ifndef SPMD_TRAIN_DP_H
+#define SPMD_TRAIN_DP_H
+#include "train.h"
+
+typedef struct {
+    double data, fwd, bwd, comm, opt;   /* seconds summed over steps */
+    double prep;                        /* DDP: spmd_ddp_prepare (buffer broadcast) */
+    long steps;
+} timing;
+
+typedef struct {
+    options o;
+    spmd_group *g;          /* NULL for a single process */
+    spmd_ddp *ddp;          /* the reducer (world > 1 and --sync ddp) */
+    int rank, world;
+    spmd_model *model;
+    spmd_optim *optim;
+    train_data train, test;
+    spmd_sampler *train_sampler, *test_sampler;
+    float *x, *dlogits;
+    int *y;
+    float *params, *grads, *buffers;
+    size_t nparams, nbuffers;
+    /* position: the next step is step_in_epoch of epoch; global_step steps done */
+    int epoch;
+    long step_in_epoch, global_step;
+    timing t;
+    report rep;
+    char err[ERRLEN];
+} trainer;
+
+static inline int dp_fail(trainer *t, const char *what, spmd_status st) {
+    return report_fail(t->rank, what, st, t->err);
+}
+
+extern const double DEFAULT_BUCKET_CAP_MB;   /* sync.c */
+
+/* sync.c: the only place gradients cross ranks (see there). */
+spmd_status sync_setup_ddp(trainer *t);
+spmd_status sync_prepare(trainer *t);
+void sync_hook(void *ctx, int param_index);
+spmd_status sync_finish(trainer *t);
+/* The whole optimizer state on this rank (after the reducer's sharded steps). */
+spmd_status sync_whole_state(trainer *t);
+spmd_status sync_check(trainer *t);
+void sync_set_err_group(trainer *t);
+
+/* checkpoint.c */
+#define CKPT_NAME "checkpoint.safetensors"
+spmd_status checkpoint_save(trainer *t);
+/* Load DIR/checkpoint.safetensors if present; *loaded tells whether it was. */
+spmd_status checkpoint_load(trainer *t, int *loaded);
+
+#endif

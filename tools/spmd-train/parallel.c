@@ -1,0 +1,334 @@
+/* parallel.c — the model-parallel trainer: pipeline and tensor parallelism
+ * and ZeRO-1 (seed 004; docs/PARALLEL.md).
+ *
+ * The world is cut into dp x pp x tp (spmd_mesh_create, dp = world / (pp x
+ * tp)).  Each data-parallel replica takes its share of the global batch
+ * (batch-size per replica); the model is the layer list of --model (with its
+ * Linear layers sharded when --tp > 1), cut into --pp stages balanced by
+ * parameter count and run with --schedule over --microbatches; gradients are
+ * averaged over the data-parallel group, by the ZeRO-1 step with --zero.
+ * The rank holding the last stage of replica 0 (tensor rank 0) reports: the
+ * per-step breakdown (data, compute = forward + backward, bubble = pipeline
+ * idle, step = optimizer + gradient averaging, in ms), samples/s of the
+ * training steps, and the evaluation's time apart. */
+#include <stdlib.h>
+#include <string.h>
+#include "spmd/syncbn.h"
+#include "train.h"
+
+typedef struct {
+    options o;
+    spmd_group *g;
+    spmd_mesh mesh;
+    spmd_tp *tp;
+    spmd_layers *L;
+    spmd_pipe *pipe;
+    spmd_model *model;   /* owned when !pipe */
+    spmd_optim *optim;
+    spmd_zero *zero;
+    train_data d[2];
+    size_t in_size;
+    int first, last, reporter, rank;
+    report rep;
+    char err[ERRLEN];
+} ptrainer;
+
+/* Test accuracy: each replica evaluates its share in whole batches. */
+static int evaluate(ptrainer *t, int epoch, long step, float *x, int *y, double *acc) {
+    const int B = t->o.batch, dp = t->mesh.dp;
+    size_t n = train_data_len(&t->d[1]), batches = n / ((size_t)B * dp);
+    double hits[2] = {0, 0};
+    size_t *idx = malloc(sizeof(size_t) * (size_t)B);
+    float *logits = malloc(sizeof(float) * (size_t)B * 10);   /* the pipeline's output */
+    if (!idx || !logits) {
+        free(idx), free(logits);
+        return report_fail(t->rank, "evaluation", SPMD_ERR_NOMEM, NULL);
+    }
+    if (t->pipe) spmd_pipe_train(t->pipe, 0);
+    else spmd_model_train(t->model, 0);
+    int rc = 0;
+    for (size_t b = 0; b < batches && !rc; b++) {
+        for (int i = 0; i < B; i++) idx[i] = (b * dp + (size_t)t->mesh.d) * B + (size_t)i;
+        train_data_fill(&t->d[1], idx, (size_t)B, 0, 0, 0, x, y);
+        const float *lg = logits;
+        if (t->pipe) {
+            if (spmd_pipe_forward(t->pipe, x, B, logits))
+                rc = report_fail(t->rank, "evaluation", SPMD_ERR_INVALID, spmd_pipe_errmsg(t->pipe));
+        } else {
+            spmd_status st = spmd_model_forward(t->model, x, B, &lg);
+            if (st) rc = report_fail(t->rank, "evaluation", st, NULL);
+        }
+        if (!rc && t->last) {
+            int c = 0;
+            spmd_cross_entropy(NULL, lg, y, B, 10, &c);
+            hits[0] += c;
+            hits[1] += B;
+        }
+    }
+    free(logits);
+    free(idx);
+    if (t->pipe) spmd_pipe_train(t->pipe, 1);
+    else spmd_model_train(t->model, 1);
+    if (rc) return rc;
+    if (t->last && dp > 1) spmd_all_reduce(t->mesh.dp_group, hits, hits, 2, SPMD_F64, SPMD_SUM);
+    *acc = hits[1] > 0 ? hits[0] / hits[1] : 0;
+    report_eval(&t->rep, epoch, step, *acc, (long long)hits[0], (long long)hits[1]);
+    return 0;
+}
+
+/* This replica's indices of epoch `epoch`, batch after batch: step s takes
+ * the (s x dp + d)-th slice of B of one shuffle shared by every rank. */
+static void replica_indices(size_t *mine, size_t *perm, size_t n, size_t steps, size_t B, int dp, int d,
+                            uint64_t seed, int epoch) {
+    spmd_rng r;
+    spmd_rng_seed(&r, seed, 7000 + (uint64_t)epoch);
+    for (size_t i = 0; i < n; i++) perm[i] = i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(spmd_rng_next(&r) % i), tmp = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = tmp;
+    }
+    for (size_t s = 0; s < steps; s++) memcpy(mine + s * B, perm + (s * (size_t)dp + (size_t)d) * B, B * sizeof *mine);
+}
+
+static int train(ptrainer *t) {
+    const options *o = &t->o;
+    const int B = o->batch, dp = t->mesh.dp;
+    size_t ntrain = train_data_len(&t->d[0]);
+    size_t steps_per_epoch = ntrain / ((size_t)B * dp);
+    if (steps_per_epoch == 0 && o->epochs > 0) {
+        fprintf(stderr, "spmd-train: %zu training samples make no global batch of %d x %d\n", ntrain, B, dp);
+        return 1;
+    }
+    size_t np;
+    float *params = spmd_model_params(t->model, &np), *grads = spmd_model_grads(t->model, NULL);
+    float *x = malloc(sizeof(float) * t->in_size * (size_t)B), *dl = malloc(sizeof(float) * (size_t)B * 10);
+    int *y = malloc(sizeof(int) * (size_t)B);
+    size_t *perm = malloc(sizeof(size_t) * (ntrain + 1)), *mine = malloc(sizeof(size_t) * (steps_per_epoch * B + 1));
+    int rc = 1;
+    if (!x || !dl || !y || !perm || !mine) goto out;
+    long step = 0;
+    double acc = -1, t_data = 0, t_comp = 0, t_bub = 0, t_opt = 0, t_win = report_now();
+    double t_warm = 0, bub_all = 0, comp_all = 0, t_eval = 0, t_eval_warm = 0;   /* from step 10 on: the summary */
+    long warm_step = -1;
+    int win = 0;
+    if (o->epochs == 0 && o->eval) {   /* --epochs 0: evaluate the model as it is */
+        double e0 = report_now();
+        if (evaluate(t, 0, 0, x, y, &acc)) goto out;
+        t_eval += report_now() - e0;
+        report_say(&t->rep, "test accuracy %.4f\n", acc);
+    }
+    for (int ep = 0; ep < o->epochs && (o->steps == 0 || step < o->steps); ep++) {
+        replica_indices(mine, perm, ntrain, steps_per_epoch, (size_t)B, dp, t->mesh.d, o->seed, ep);
+        batch_source src;
+        spmd_status st0 = batch_source_open(&src, &t->d[0], 1, o->seed, mine, steps_per_epoch * B, (size_t)B, 0,
+                                            (uint64_t)step, o->prefetch, x, y, t->err, sizeof t->err);
+        if (st0) {
+            report_fail(t->rank, "batches", st0, t->err);
+            goto out;
+        }
+        for (size_t s = 0; s < steps_per_epoch && (o->steps == 0 || step < o->steps); s++, step++) {
+            double t0 = report_now();
+            if (step == 10 || (warm_step < 0 && o->steps && o->steps <= 10)) t_warm = t0, warm_step = step;
+            const float *bx;
+            const int *by;
+            size_t bn;
+            if (batch_source_next(&src, &bx, &by, &bn, t->err, sizeof t->err) != 1) {
+                batch_source_close(&src);
+                report_fail(t->rank, "input", SPMD_ERR_INVALID, t->err);
+                goto out;
+            }
+            double t1 = report_now();
+            float loss = 0;
+            spmd_model_zero_grad(t->model);
+            spmd_pipe_stats ps = {0};
+            if (t->pipe) {
+                if (spmd_pipe_step(t->pipe, bx, by, B, &loss, NULL)) {
+                    batch_source_close(&src);
+                    report_fail(t->rank, "training step", SPMD_ERR_INVALID, spmd_pipe_errmsg(t->pipe));
+                    goto out;
+                }
+                spmd_pipe_last_stats(t->pipe, &ps);
+            } else {
+                const float *lg;
+                spmd_status st = spmd_model_forward(t->model, bx, B, &lg);
+                if (!st) loss = spmd_cross_entropy(dl, lg, by, B, 10, NULL);
+                if (!st) st = spmd_model_backward(t->model, dl, NULL, NULL);
+                if (st) {
+                    batch_source_close(&src);
+                    report_fail(t->rank, "training step", st, NULL);
+                    goto out;
+                }
+            }
+            double t2 = report_now();
+            spmd_status st = SPMD_OK;
+            if (t->zero) st = spmd_zero_step(t->zero, params, grads);
+            else {
+                if (dp > 1) st = spmd_all_reduce(t->mesh.dp_group, grads, grads, np, SPMD_F32, SPMD_SUM);
+                for (size_t i = 0; dp > 1 && i < np; i++) grads[i] *= 1.0f / (float)dp;
+                if (!st) spmd_optim_step(t->optim, params, grads);
+            }
+            if (st) {
+                batch_source_close(&src);
+                report_fail(t->rank, "gradient averaging / step", st,
+                            t->zero ? spmd_zero_errmsg(t->zero) : spmd_group_errmsg(t->mesh.dp_group));
+                goto out;
+            }
+            double t3 = report_now();
+            t_data += t1 - t0;
+            t_comp += t->pipe ? ps.compute_s : t2 - t1;
+            t_bub += t->pipe ? ps.bubble_s : 0;
+            if (warm_step >= 0) {
+                bub_all += t->pipe ? ps.bubble_s : 0;
+                comp_all += t->pipe ? ps.compute_s : t2 - t1;
+            }
+            t_opt += t3 - t2;
+            win++;
+            if (t->last && dp > 1) spmd_all_reduce(t->mesh.dp_group, &loss, &loss, 1, SPMD_F32, SPMD_SUM);
+            loss /= (float)dp;
+            if ((step + 1) % o->log_every == 0) {
+                double el = report_now() - t_win, sps = (double)B * dp * win / el;
+                report_step(&t->rep, step + 1, ep, loss, sps);
+                report_say(&t->rep,
+                           "step %ld  loss %.4f  %.0f samples/s  per step: data %.2f ms  compute %.2f ms  "
+                           "bubble %.2f ms  step %.2f ms\n",
+                           step + 1, (double)loss, sps, 1e3 * t_data / win, 1e3 * t_comp / win, 1e3 * t_bub / win,
+                           1e3 * t_opt / win);
+                t_data = t_comp = t_bub = t_opt = 0, win = 0, t_win = report_now();
+            }
+        }
+        batch_source_close(&src);
+        if (o->eval) {
+            double e0 = report_now();
+            if (evaluate(t, ep, step, x, y, &acc)) goto out;
+            double e = report_now() - e0;
+            t_eval += e;
+            if (warm_step >= 0) t_eval_warm += e;
+            report_say(&t->rep, "epoch %d  test accuracy %.4f  (evaluation %.2f s)\n", ep + 1, acc, e);
+            t_win = report_now();   /* the next window counts training only */
+        }
+    }
+    if (t->reporter) {
+        printf("done: %ld steps, dp %d x pp %d x tp %d%s%s", step, t->mesh.dp, t->mesh.pp, t->mesh.tp,
+               t->pipe ? (o->schedule == SPMD_SCHEDULE_GPIPE ? ", gpipe" : ", 1f1b") : "", t->zero ? ", zero-1" : "");
+        long n = step - warm_step;
+        /* training throughput: the evaluations' time is reported apart */
+        if (warm_step >= 0 && n > 0)
+            printf(": %.0f samples/s (training) from step %ld, last stage per step: compute %.2f ms, bubble %.2f ms",
+                   (double)B * dp * n / (report_now() - t_warm - t_eval_warm), warm_step, 1e3 * comp_all / n,
+                   1e3 * bub_all / n);
+        if (acc >= 0) printf("; test accuracy %.4f, evaluation %.2f s", acc, t_eval);
+        printf("\n");
+        fflush(stdout);
+    }
+    rc = 0;
+    if (o->save_model && t->reporter) {   /* --pp 1 --tp 1: the whole model on every rank */
+        spmd_status st = spmd_model_save(t->model, o->save_model, t->err, sizeof t->err);
+        if (st) rc = report_fail(t->rank, "--save-model", st, t->err);
+        else report_say(&t->rep, "model state_dict written to %s\n", o->save_model);
+    }
+    if (!rc && report_plot(&t->rep, o, spmd_group_size(t->g))) rc = 1;
+out:
+    free(x), free(dl), free(y), free(perm), free(mine);
+    return rc;
+}
+
+static int build(ptrainer *t) {
+    const options *o = &t->o;
+    t->d[0].cifar = strcmp(o->dataset, "cifar10") == 0;
+    int c = t->d[0].cifar ? 3 : 0, hw = t->d[0].cifar ? 32 : 0;
+    if (o->tp > 1) {
+        if (spmd_tp_create(t->mesh.tp_group, &t->tp) ||
+            spmd_tp_arch(t->tp, o->model, 10, c, hw, hw, &t->L, t->err, sizeof t->err)) return -1;
+    } else if (spmd_layers_arch(o->model, 10, c, hw, hw, &t->L, t->err, sizeof t->err)) {
+        return -1;
+    }
+    int ic, ih, iw;
+    spmd_layers_shape(t->L, -1, &ic, &ih, &iw, NULL);
+    t->in_size = (size_t)ic * ih * iw;
+    if (o->pp > 1) {
+        spmd_pipe_opts po = {o->schedule, o->microbatches, NULL, o->seed, o->dropout};
+        if (spmd_pipe_create(t->mesh.pp_group, t->L, &po, &t->pipe, t->err, sizeof t->err)) return -1;
+        t->model = spmd_pipe_model(t->pipe);
+    } else {
+        spmd_build_opts bo = {o->model, o->seed, o->dropout, 0, 0};
+        if (spmd_model_build(t->L, &bo, &t->model, t->err, sizeof t->err)) return -1;
+        if (o->load_model && spmd_model_load(t->model, o->load_model, t->err, sizeof t->err)) return -1;
+        /* --zero alone: every rank holds the whole model, the replicas are the data-parallel group */
+        if (o->sync_bn && t->mesh.dp > 1 &&
+            spmd_model_set_syncbn(t->model, spmd_syncbn_group_reduce, t->mesh.dp_group)) {
+            snprintf(t->err, sizeof t->err, "cannot make the BatchNorm layers SyncBatchNorm");
+            return -1;
+        }
+    }
+    /* the ranks of a tensor-parallel group share the dropout stream: the
+     * activations before a column-parallel layer are replicated and must be
+     * masked alike (the masks after it then repeat per shard) */
+    uint64_t stream = (uint64_t)t->mesh.d * (uint64_t)o->pp + (uint64_t)t->mesh.p;
+    if (t->pipe) spmd_pipe_seed_dropout(t->pipe, o->seed, stream);
+    else spmd_model_seed_dropout(t->model, o->seed, stream);
+    return 0;
+}
+
+static int setup(ptrainer *t) {
+    const options *o = &t->o;
+    spmd_nn_set_threads(o->threads > 0 ? o->threads : spmd_nn_default_threads());
+    if (spmd_group_init(NULL, &t->g, t->err, sizeof t->err))
+        return report_fail(report_env_rank(), "cannot join the group", SPMD_ERR_INVALID, t->err);
+    int world = spmd_group_size(t->g);
+    t->rank = spmd_group_rank(t->g);
+    if (world % (o->pp * o->tp) != 0) {
+        fprintf(stderr, "spmd-train: the world of %d ranks is not divisible by --pp %d x --tp %d\n", world, o->pp, o->tp);
+        return 1;
+    }
+    if (spmd_mesh_create(t->g, world / (o->pp * o->tp), o->pp, o->tp, &t->mesh, t->err, sizeof t->err) || build(t))
+        return report_fail(t->rank, "setup", SPMD_ERR_INVALID, t->err);
+    t->first = t->mesh.p == 0;
+    t->last = t->mesh.p == o->pp - 1;
+    t->reporter = t->last && t->mesh.d == 0 && t->mesh.t == 0;
+    spmd_optim_opts oo = SPMD_OPTIM_OPTS_SGD;
+    if (o->optimizer == SPMD_OPTIM_ADAM) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAM;
+    if (o->optimizer == SPMD_OPTIM_ADAMW) oo = (spmd_optim_opts)SPMD_OPTIM_OPTS_ADAMW;
+    /* linear scaling: by the replicas, whose batches make the global one */
+    oo.lr = o->lr_linear ? o->lr * (float)t->mesh.dp : o->lr;
+    if (o->optimizer == SPMD_OPTIM_SGD) oo.momentum = o->momentum;
+    oo.weight_decay = o->weight_decay;
+    size_t np;
+    spmd_model_params(t->model, &np);
+    if (o->zero ? spmd_zero_create(t->mesh.dp_group, &oo, np, 1, &t->zero, t->err, sizeof t->err)
+                : spmd_optim_create(&oo, np, &t->optim)) {
+        if (!t->err[0]) snprintf(t->err, sizeof t->err, "invalid optimizer options");
+        return report_fail(t->rank, "optimizer", SPMD_ERR_INVALID, t->err);
+    }
+    spmd_status st = train_data_load(o, SPMD_SPLIT_TRAIN, &t->d[0], t->err, sizeof t->err);
+    if (!st && o->eval) st = train_data_load(o, SPMD_SPLIT_TEST, &t->d[1], t->err, sizeof t->err);
+    if (st) return report_fail(t->rank, t->d[0].cifar ? "cannot load CIFAR-10" : "cannot load Fashion-MNIST", st, t->err);
+    if (o->train_samples) train_data_truncate(&t->d[0], (size_t)o->train_samples);
+    if (o->test_samples) train_data_truncate(&t->d[1], (size_t)o->test_samples);
+    if (report_open(&t->rep, o, t->reporter, t->rank)) return 1;
+    report_say(&t->rep, "spmd-train: %s on %s, world %d = dp %d x pp %d x tp %d, batch %d per replica%s, lr %g%s\n",
+               o->model, o->dataset, world, t->mesh.dp, o->pp, o->tp, o->batch, o->zero ? ", ZeRO-1" : "",
+               (double)oo.lr, o->prefetch ? ", input prefetched" : "");
+    return 0;
+}
+
+int train_model_parallel(const options *o) {
+    ptrainer *t = calloc(1, sizeof *t);
+    if (!t) return report_fail(-1, "setup", SPMD_ERR_NOMEM, NULL);
+    t->o = *o;
+    int rc = setup(t);
+    if (rc == 0) rc = train(t);
+    report_close(&t->rep);
+    spmd_zero_free(t->zero);
+    spmd_optim_free(t->optim);
+    if (t->pipe) spmd_pipe_free(t->pipe);
+    else spmd_model_free(t->model);
+    spmd_layers_free(t->L);
+    spmd_tp_free(t->tp);
+    train_data_free(&t->d[0]);
+    train_data_free(&t->d[1]);
+    spmd_mesh_destroy(&t->mesh);
+    spmd_group_destroy(t->g);
+    free(t);
+    return rc;
+}
