@@ -11,7 +11,7 @@ SPMD_WITH_TORCH ?= ON
 # built and tested without MPI too.
 SPMD_WITH_MPI ?= ON
 
-.PHONY: all build demo check test test-asan test-tsan test-clang check-torch2 install clean
+.PHONY: all build demo check test test-asan test-tsan test-clang check-torch2 torch-suite torch-suite2 install clean
 
 all: build
 
@@ -66,6 +66,15 @@ check-torch2:
 		-DSPMD_WITH_TORCH=ON -DSPMD_WITH_MPI=ON >/dev/null && \
 		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch spmdrun && \
 		cd $(TORCH2_BUILD) && ctest -j $(JOBS) --output-on-failure -L torch'
+# torch's own distributed suite (tests/torch/suite), gloo against spmd at
+# world 2 and 3: on this machine's torch, and on torch 2.6 in the root.
+# Results in out/torch-suite*/ (JSON per run; compare.py's report).
+torch-suite: build
+	tests/torch/suite/run_all.sh $(BUILD) out/torch-suite
+torch-suite2:
+	./scripts/torch2-root.sh run -- sh -c 'cmake -S . -B $(TORCH2_BUILD) -DSPMD_WITH_TORCH=ON >/dev/null && \
+		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch && \
+		tests/torch/suite/run_all.sh $(TORCH2_BUILD) out/torch-suite2'
 TORCH2_CHECK := $(if $(shell command -v debootstrap || command -v /usr/sbin/debootstrap),check-torch2)
 
 check: test test-asan test-tsan test-clang $(TORCH2_CHECK)
