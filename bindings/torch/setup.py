@@ -38,7 +38,7 @@ def static_deps(path=None):
     next to it (a CMake build dir writes one) or installed: MPI when libspmd was
     built with the MPI backend, libcrypto, pthread, libm.  Without them the
     module loads with undefined symbols (ompi_mpi_comm_null)."""
-    flags = pkg_config("--libs", "--static", path=path)
+    flags = pkg_config("--libs", path=path)
     libdir = pkg_config("--variable=libdir", path=path)
     if flags is None or libdir is None:
         raise SystemExit("spmd_torch: pkg-config cannot read spmd.pc" +
@@ -46,7 +46,9 @@ def static_deps(path=None):
                          " (Debian: apt-get install pkg-config; an MPI-enabled libspmd also "
                          "needs libopenmpi-dev)")
     own = {"-lspmd"} | {f + d for d in libdir for f in ("-L", "-Wl,-rpath,")}
-    return [f for f in flags if f not in own]
+    # spmd.pc's Requires.private / Libs.private, linked shared: --static would
+    # also ask for libcrypto's own static dependencies (-lzstd on Debian 13).
+    return [f for f in flags if f not in own] + ["-lcrypto", "-lpthread", "-lm"]
 
 
 def libspmd():
