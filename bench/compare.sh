@@ -1,9 +1,15 @@
 #!/bin/sh
 # All-reduce and ping-pong, spmd against its peers in the same run:
 # Open MPI over TCP (--mca btl tcp,self), Open MPI over shared memory
-# (--mca btl vader,self), torch gloo.
+# (--mca btl vader,self), MPICH 4 (ch4, shared memory on one host), torch gloo.
 #   bench/compare.sh [build-dir] [world] [iters] [rounds]
 # Needs bench/install-peers.sh; a missing peer is skipped with a note.
+#
+# BENCH_LOAD=N measures under controlled background load: N CPU-bound
+# processes (bench/hogs.sh: busy loops, unpinned, bounded, ended on any exit)
+# are started before each configuration's run and stopped after it, the same
+# way for every peer.  BENCH_LOAD=2 on 2 cores is one busy process per core,
+# 4 two per core.
 #
 # rounds (default 1): spmd, Open MPI TCP and Open MPI shm run in turn, once
 # per round, so all see the same machine; every size shows its median over
@@ -37,7 +43,19 @@ PPMAX=$((16 * 1024 * 1024))
 [ "$MAXB" -lt "$PPMAX" ] && PPMAX=$MAXB
 PPIT=${BENCH_PP_ITERS:-200}
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+LOAD=${BENCH_LOAD:-0}
+. "$(dirname "$0")/hogs.sh"
+HOGS_CLEANUP='rm -rf "$TMP"'
+hogs_traps
+# loaded CMD...: run one configuration with BENCH_LOAD busy processes beside
+# it (not in a pipeline: the hogs must be this shell's)
+loaded() {
+    hogs_start "$LOAD" 3600
+    "$@"
+    _rc=$?
+    hogs_stop
+    return $_rc
+}
 NICE=""
 [ -n "${BENCH_NICE:-}" ] && NICE="nice -n $BENCH_NICE"
 BIND=none
@@ -48,7 +66,7 @@ if [ "${BENCH_BIND:-}" = core ] && [ "$W" -gt "$(nproc)" ]; then
     MPIBIND="--bind-to core:overload-allowed"
 fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 avx2 /proc/cpuinfo), $(date -u +%Y-%m-%d)"
-echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}${MPI_BENCH_THREADS:+; Open MPI threads: $MPI_BENCH_THREADS}"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}${MPI_BENCH_THREADS:+; Open MPI threads: $MPI_BENCH_THREADS}; background load: $LOAD CPU-bound process(es)"
 echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations, median of $ROUNDS round(s)"
 
 MPIRUN="mpirun --allow-run-as-root --oversubscribe $MPIBIND"
@@ -60,19 +78,33 @@ if command -v mpicc >/dev/null 2>&1; then
     mpicc -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpi_bench" && HAVE_MPI=1
 fi
 [ "$HAVE_MPI" = 1 ] || echo "# (Open MPI not installed: skipped)"
-: > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/gloo"
+# MPICH 4 (Debian's mpich: mpicc.mpich, mpirun.mpich, beside Open MPI);
+# its launcher binds as mpirun does when Open MPI's does
+HAVE_MPICH=0
+MPICHRUN="mpirun.mpich"
+[ "$BIND" = core ] && MPICHRUN="$MPICHRUN -bind-to core"
+if command -v mpicc.mpich >/dev/null 2>&1 && command -v mpirun.mpich >/dev/null 2>&1; then
+    mpicc.mpich -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpich_bench" && HAVE_MPICH=1
+fi
+[ "$HAVE_MPICH" = 1 ] || echo "# (MPICH not installed: skipped)"
+[ -n "${MPI_BENCH_THREADS:-}" ] && MPICHRUN="$MPICHRUN -genv MPI_BENCH_THREADS $MPI_BENCH_THREADS"
+: > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/mpich"; : > "$TMP/gloo"
 for r in $(seq "$ROUNDS"); do
-    SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 \
-        --outplace-only | awk '!/^#/ && NF {print $1, $6, $8}' >> "$TMP/spmd"
+    SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 \
+        --outplace-only > "$TMP/out"
+    awk '!/^#/ && NF {print $1, $6, $8}' "$TMP/out" >> "$TMP/spmd"
     if [ "$HAVE_MPI" = 1 ]; then
-        $NICE $MPIRUN -np "$W" --mca btl tcp,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpitcp"
-        $NICE $MPIRUN -np "$W" --mca btl vader,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpishm"
+        loaded $NICE $MPIRUN -np "$W" --mca btl tcp,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpitcp"
+        loaded $NICE $MPIRUN -np "$W" --mca btl vader,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpishm"
+    fi
+    if [ "$HAVE_MPICH" = 1 ]; then
+        loaded $NICE $MPICHRUN -np "$W" "$TMP/mpich_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpich"
     fi
 done
 # Debian's torch lives in the system python (a pyenv python3 may shadow it).
 PY=${SPMD_PYTHON:-/usr/bin/python3}
 if "$PY" -c "import torch" 2>/dev/null; then
-    $NICE "$PY" "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
+    loaded $NICE "$PY" "$(dirname "$0")/gloo_bench.py" "$W" 4 $MAXB "$IT" > "$TMP/gloo" 2>/dev/null
 else
     echo "# (python3-torch not installed: gloo skipped)"
 fi
@@ -83,39 +115,46 @@ median() {
         END {for (s in t) {k = split(t[s], x, " "); split(b[s], y, " "); m = int((k + 1) / 2);
              print s, x[m], y[m]}}' | sort -n
 }
-for f in spmd mpitcp mpishm gloo; do median "$TMP/$f" > "$TMP/$f.med"; done
+for f in spmd mpitcp mpishm mpich gloo; do median "$TMP/$f" > "$TMP/$f.med"; done
 
-printf "%12s %20s %20s %20s %20s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" gloo "vs shm" "vs tcp" "vs gloo"
-awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; order[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3} f==4{g[$1]=$2; gb[$1]=$3}
+printf "%12s %20s %20s %20s %20s %20s %9s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich gloo "vs shm" "vs mpich" "vs tcp" "vs gloo"
+awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; order[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3}
+     f==4{c[$1]=$2; cb[$1]=$3} f==5{g[$1]=$2; gb[$1]=$3}
      function cell(have, bw, us) { return have ? sprintf("%8.3f(%10.2f)", bw, us) : sprintf("%20s", "-") }
      function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
      END {for (i = 1; i <= n; i++) {b = order[i];
-        printf "%12d %20s %20s %20s %20s %9s %9s %9s\n", b, cell(1, sb[b], s[b]), cell(b in t, tb[b], t[b]),
-          cell(b in m, mb[b], m[b]), cell(b in g, gb[b], g[b]), ratio(b in m, m[b], s[b]), ratio(b in t, t[b], s[b]),
-          ratio(b in g, g[b], s[b])}}' \
-    "$TMP/spmd.med" "$TMP/mpitcp.med" "$TMP/mpishm.med" "$TMP/gloo.med"
+        printf "%12d %20s %20s %20s %20s %20s %9s %9s %9s %9s\n", b, cell(1, sb[b], s[b]), cell(b in t, tb[b], t[b]),
+          cell(b in m, mb[b], m[b]), cell(b in c, cb[b], c[b]), cell(b in g, gb[b], g[b]), ratio(b in m, m[b], s[b]),
+          ratio(b in c, c[b], s[b]), ratio(b in t, t[b], s[b]), ratio(b in g, g[b], s[b])}}' \
+    "$TMP/spmd.med" "$TMP/mpitcp.med" "$TMP/mpishm.med" "$TMP/mpich.med" "$TMP/gloo.med"
 echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 
 if [ "$W" = 2 ]; then
     echo
     echo "# ping-pong, half round trip us (bandwidth GB/s), $PPIT round trips after 20 warm-ups, median of $ROUNDS round(s)"
-    : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"
+    : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"; : > "$TMP/ppmpich"
     for r in $(seq "$ROUNDS"); do
-        SPMD_BIND=$BIND $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n $PPIT -w 20 \
-            | awk '!/^#/ && NF {print $1, $2, $3}' >> "$TMP/pp"
+        SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n $PPIT -w 20 \
+            > "$TMP/out"
+        awk '!/^#/ && NF {print $1, $2, $3}' "$TMP/out" >> "$TMP/pp"
         if [ "$HAVE_MPI" = 1 ]; then
-            $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/pptcp"
-            $NICE $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppshm"
+            loaded $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/pptcp"
+            loaded $NICE $MPIRUN -np 2 --mca btl vader,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppshm"
+        fi
+        if [ "$HAVE_MPICH" = 1 ]; then
+            loaded $NICE $MPICHRUN -np 2 "$TMP/mpich_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppmpich"
         fi
     done
-    for f in pp pptcp ppshm; do median "$TMP/$f" > "$TMP/$f.med"; done
-    printf "%12s %22s %22s %22s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" "vs shm" "vs tcp"
+    for f in pp pptcp ppshm ppmpich; do median "$TMP/$f" > "$TMP/$f.med"; done
+    printf "%12s %22s %22s %22s %22s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich "vs shm" "vs mpich" "vs tcp"
     awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; o[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3}
-         function cell(have, us, bw) { return have ? sprintf("%10.2f (%7.3f)", us, bw) : "-" }
+         f==4{c[$1]=$2; cb[$1]=$3}
+         function cell(have, us, bw) { return have ? sprintf("%10.2f (%7.3f)", us, bw) : sprintf("%22s", "-") }
          function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
-         END {for (i = 1; i <= n; i++) {b = o[i]; printf "%12d %22s %22s %22s %9s %9s\n", b, cell(1, s[b], sb[b]),
-              cell(b in t, t[b], tb[b]), cell(b in m, m[b], mb[b]), ratio(b in m, m[b], s[b]), ratio(b in t, t[b], s[b])}}' \
-        "$TMP/pp.med" "$TMP/pptcp.med" "$TMP/ppshm.med"
+         END {for (i = 1; i <= n; i++) {b = o[i]; printf "%12d %22s %22s %22s %22s %9s %9s %9s\n", b, cell(1, s[b], sb[b]),
+              cell(b in t, t[b], tb[b]), cell(b in m, m[b], mb[b]), cell(b in c, c[b], cb[b]), ratio(b in m, m[b], s[b]),
+              ratio(b in c, c[b], s[b]), ratio(b in t, t[b], s[b])}}' \
+        "$TMP/pp.med" "$TMP/pptcp.med" "$TMP/ppshm.med" "$TMP/ppmpich.med"
     echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 fi
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

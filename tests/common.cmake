@@ -1,1 +1,2 @@
 spmd_test(test_common SOURCES unit/test_common.c LABELS unit)
+spmd_test(test_env_numeric SOURCES unit/test_env_numeric.c LABELS unit TIMEOUT 60)

@@ -2,6 +2,9 @@
 # ranks under spmdrun and spmd_spawn, orphans.  Small counts here; the long
 # mode is bench/fault_trials.sh (docs/RELIABILITY.md).
 spmd_test(test_fault_store SOURCES fault/test_fault_store.c LABELS fault store ARGS 500 TIMEOUT 120)
+# Secret files and the per-user secret against another uid (issue 29, 23).
+spmd_test(test_secret_file SOURCES fault/test_secret_file.c LABELS fault auth TIMEOUT 120)
+set_tests_properties(test_secret_file PROPERTIES SKIP_RETURN_CODE 77)
 spmd_test(test_fault_mesh SOURCES fault/test_fault_mesh.c LABELS fault ARGS 20 TIMEOUT 120)
 add_executable(fault_worker fault/fault_worker.c)
 target_link_libraries(fault_worker PRIVATE spmd_static)

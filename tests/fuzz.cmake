@@ -77,3 +77,8 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_libraries(fuzz_sealed PRIVATE OpenSSL::Crypto Threads::Threads)
   set_target_properties(fuzz_sealed PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
+
+# The Slurm hostlist expander (SLURM_JOB_NODELIST).
+spmd_fuzzer(fuzz_hostlist PARSER_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/common/hostlist.c ${PROJECT_SOURCE_DIR}/src/common/error.c)
+target_sources(fuzz_hostlist_replay PRIVATE fuzz/replay_main_data.c)

@@ -40,9 +40,17 @@ spmd_launcher_script(launcher_restart restart.sh)
 spmd_launcher_script(launcher_output output.sh)
 spmd_launcher_script(launcher_standalone standalone.sh)
 spmd_launcher_script(launcher_signals signals.sh)
+spmd_launcher_script(launcher_spawn spawn.sh ARGS ${PROJECT_BINARY_DIR}/examples/allreduce_ones)
 spmd_launcher_script(launcher_multinode multinode.sh)
 spmd_launcher_script(launcher_elastic elastic.sh)
 # Needs root (network namespaces) and the group library; skips (77) without the former.
 spmd_launcher_script(launcher_netns netns.sh ARGS $<TARGET_FILE:launcher_allreduce>
                      LABELS "netns;group")
 spmd_launcher_script(launcher_local_rank local_rank.sh)
+# Every documented launch path with no secret set (the per-user secret), in
+# network namespaces; needs root, skips (77) without namespaces.
+add_executable(launcher_selfform launcher/selfform.c)
+target_link_libraries(launcher_selfform PRIVATE spmd_static)
+set_target_properties(launcher_selfform PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+spmd_launcher_script(launcher_nosecret nosecret.sh ARGS $<TARGET_FILE:launcher_allreduce>
+                     $<TARGET_FILE:launcher_selfform> LABELS "netns;group;auth" TIMEOUT 300)

@@ -132,3 +132,14 @@ spmd_mpi_test(example_mpi_ddp 4 ${E}/mpi_ddp --replicas 2 BTLS shm)
 add_executable(mpi_overhead ${PROJECT_SOURCE_DIR}/bench/mpi_overhead.c)
 target_link_libraries(mpi_overhead PRIVATE spmd_static)
 set_target_properties(mpi_overhead PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+
+# SPMD_BACKEND=mpi outside an MPI launcher while the environment names a
+# larger world (spmdrun/torchrun, srun without --mpi): an error naming both.
+add_executable(test_mpi_world_env mpi/test_mpi_world_env.c)
+target_link_libraries(test_mpi_world_env PRIVATE spmd_static)
+set_target_properties(test_mpi_world_env PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${T})
+foreach(how torchrun slurm alone)
+  add_test(NAME mpi_world_env_${how} COMMAND ${T}/test_mpi_world_env ${how})
+  set_tests_properties(mpi_world_env_${how} PROPERTIES TIMEOUT 60 LABELS "mpi"
+                       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;${SPMD_MPI_ENV}")
+endforeach()

@@ -250,6 +250,39 @@ spmd_status spmd_group_new_subgroup(spmd_group *g, const int *ranks, int nranks,
 /* The rank in g of the subgroup's rank r (-1 if out of range). */
 int spmd_group_parent_rank(const spmd_group *sub, int r);
 
+/* ---- recovery in place (docs/RELIABILITY.md "Recovery in place") ------
+ * ULFM's model: a failure revokes the group (every pending and later call on
+ * every survivor fails naming the cause; spmd_group_abort revokes on
+ * purpose), the survivors agree on who failed and shrink to a new group. */
+/* The ranks of g this rank knows to have failed, ascending, into
+ * ranks[0..max) (ranks may be NULL): the rank the failure blamed for a death
+ * or a silence, and every peer whose process is gone.  Returns how many. */
+int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max);
+/* Collective over the survivors of g: they agree on the failed set and build
+ * *out, a new group of the survivors with dense ranks in their old order
+ * (spmd_group_parent_rank(*out, r) is new rank r's rank in g) and the next
+ * epoch.  g is revoked first if it has not failed.  A rank the others decided
+ * without (stopped past the heartbeat timeout, say) gets SPMD_ERR_REMOTE
+ * saying so.  A rank dying during the shrink, or the store dying with its
+ * host (the survivors then meet on the standby store the next rank keeps),
+ * starts the next attempt by itself; the call fails only at the deadline.
+ * Destroy g and *out in any order.  Not for groups over MPI
+ * (SPMD_ERR_UNSUPPORTED). */
+spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen);
+/* 0 for a group made by spmd_group_init; one more per shrink or grow. */
+int spmd_group_epoch(const spmd_group *g);
+/* Collective over the ranks of a healthy g, at a point they choose (a step
+ * boundary): admit the next njoin processes calling spmd_group_join and build
+ * *out, g's ranks keeping their numbers and the joiners after them
+ * (spmd_group_parent_rank is -1 for a joiner), at the next epoch.  Waits for
+ * the joiners until g's deadline. */
+spmd_status spmd_group_grow(spmd_group *g, int njoin, spmd_group **out, char *err, size_t errlen);
+/* In a new process: join the running group named opts->name (NULL: "default")
+ * of this job (the same store: MASTER_ADDR/MASTER_PORT or opts->store, and
+ * the same run id) when its ranks next call spmd_group_grow; *out is the
+ * grown group.  Joiners are admitted in the order they arrive. */
+spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char *err, size_t errlen);
+
 /* ---- spawn ------------------------------------------------------------ */
 /* Fork nprocs processes on this host, each with RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (served by a
@@ -258,11 +291,12 @@ int spmd_group_parent_rank(const spmd_group *sub, int r);
  * (non-zero exit or signal), the remaining children are killed and `report`
  * (if not NULL) tells which rank failed first and how.  Returns SPMD_OK if
  * every rank returned 0. */
-/* Inside a job started by an MPI launcher whose groups use the MPI backend
- * (SPMD_BACKEND=mpi, or auto), nothing is forked: the launcher made the ranks,
- * so this process runs fn(its rank, nprocs, arg) itself (nprocs must equal
- * the job's size) and the result is its own; timeout_ms is then not enforced
- * (the group's deadline still holds for every call). */
+/* Inside a job started by a launcher (spmdrun, torchrun, mpirun, srun, a PMI
+ * launcher: the environment names this process's rank), nothing is forked:
+ * the launcher made the ranks, so this process runs fn(its rank, nprocs, arg)
+ * itself and the result is its own; nprocs must equal the job's size, else
+ * SPMD_ERR_INVALID naming both.  timeout_ms is then not enforced (the group's
+ * deadline still holds for every call). */
 typedef int (*spmd_spawn_fn)(int rank, int world_size, void *arg);
 spmd_status spmd_spawn(int nprocs, spmd_spawn_fn fn, void *arg, char *report, size_t reportlen);
 /* Like spmd_spawn with a deadline: children still running after timeout_ms

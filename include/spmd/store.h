@@ -83,6 +83,10 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
  * same namespace, e.g. one per thread).  It inherits the parent's timeout.
  * Handles may be closed in any order: the connection goes with the last. */
 spmd_status spmd_store_prefixed(spmd_store *parent, const char *prefix, spmd_store **out);
+/* A handle like h (same prefix and timeout) on a new connection to the same
+ * server: a thread that may block in a call for long then holds up no other
+ * handle of h's connection. */
+spmd_status spmd_store_reconnect(spmd_store *h, spmd_store **out, char *err, size_t errlen);
 void spmd_store_close(spmd_store *s);
 /* Deadline (ms) for blocking calls on this handle; <= 0 means the default 30 min. */
 void spmd_store_set_timeout(spmd_store *s, int timeout_ms);

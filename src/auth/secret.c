@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "auth/auth.h"
-#include "auth/procs.h"
+#include "auth/secret_file.h"
+#include "auth/user_secret.h"
 #include "spmd/auth.h"
 
 static pthread_mutex_t gen_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -31,7 +32,7 @@ int spmd__auth_disabled(void) {
 
 static spmd_status set_key(spmd__auth *a, const char *s, size_t n, const char *source, char *err,
                            size_t errlen) {
-    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    s = spmd__secret_trim(s, &n);
     if (n < SPMD__AUTH_MIN_SECRET || n > SPMD__AUTH_MAX_SECRET)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID,
                           "%s: the job secret has %zu characters, needs %d..%d (spmdrun generates "
@@ -44,33 +45,34 @@ static spmd_status set_key(spmd__auth *a, const char *s, size_t n, const char *s
     return SPMD_OK;
 }
 
-static spmd_status read_file(spmd__auth *a, const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return spmd__fail_errno(err, errlen, SPMD_ERR_INVALID, errno, "SPMD_AUTH_FILE %s", path);
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_INVALID, "SPMD_AUTH_FILE %s is not a regular file", path);
-    }
-    if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_INVALID,
-                          "SPMD_AUTH_FILE %s is accessible by group or others (mode %03o): "
-                          "chmod 600 it", path, (unsigned)(sb.st_mode & 0777));
-    }
-    char buf[SPMD__AUTH_MAX_SECRET + 2];
+/* A secret read by spmd__secret_file_read (SPMD_AUTH_FILE or the per-user file). */
+static spmd_status set_from_file(spmd__auth *a, spmd_status st, char *buf, size_t n,
+                                 const char *source, char *err, size_t errlen) {
+    if (!st && n > SPMD__AUTH_MAX_SECRET)
+        st = spmd__fail(err, errlen, SPMD_ERR_INVALID,
+                        "%s: the job secret has %zu characters, needs %d..%d", source, n,
+                        SPMD__AUTH_MIN_SECRET, SPMD__AUTH_MAX_SECRET);
+    if (!st) st = set_key(a, buf, n, source, err, errlen);
+    spmd__auth_wipe(buf, SPMD__AUTH_MAX_SECRET);
+    return st;
+}
+
+spmd_status spmd__auth_given(spmd__auth *a, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
+    a->source = "none";
+    const char *tok = getenv("SPMD_AUTH_TOKEN");
+    if (tok && *tok) return set_key(a, tok, strlen(tok), "SPMD_AUTH_TOKEN", err, errlen);
+    const char *file = getenv("SPMD_AUTH_FILE");
+    char buf[SPMD__AUTH_MAX_SECRET];
     size_t n = 0;
-    while (n < sizeof buf) {
-        ssize_t r = read(fd, buf + n, sizeof buf - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
+    if (file && *file) {
+        spmd_status fst = spmd__secret_file_read(file, "SPMD_AUTH_FILE", buf, sizeof buf, &n, err, errlen);
+        return set_from_file(a, fst, buf, n, "SPMD_AUTH_FILE", err, errlen);
     }
-    close(fd);
-    char *nl = memchr(buf, '\n', n);
-    if (nl) n = (size_t)(nl - buf);
-    spmd_status st = set_key(a, buf, n, "SPMD_AUTH_FILE", err, errlen);
-    memset(buf, 0, sizeof buf);
+    pthread_mutex_lock(&gen_mu);
+    spmd_status st = SPMD_OK;
+    if (gen_have) st = set_key(a, gen_token, strlen(gen_token), "generated", err, errlen);
+    pthread_mutex_unlock(&gen_mu);
     return st;
 }
 
@@ -80,22 +82,21 @@ spmd_status spmd__auth_get(spmd__auth *a, char *err, size_t errlen) {
         a->source = "SPMD_AUTH=off";
         return SPMD_OK;
     }
-    const char *tok = getenv("SPMD_AUTH_TOKEN");
-    if (tok && *tok) return set_key(a, tok, strlen(tok), "SPMD_AUTH_TOKEN", err, errlen);
-    const char *file = getenv("SPMD_AUTH_FILE");
-    if (file && *file) return read_file(a, file, err, errlen);
-    pthread_mutex_lock(&gen_mu);
-    spmd_status st = SPMD_OK;
-    if (gen_have) st = set_key(a, gen_token, strlen(gen_token), "generated", err, errlen);
-    else a->source = "none";
-    pthread_mutex_unlock(&gen_mu);
-    return st;
+    spmd_status st = spmd__auth_given(a, err, errlen);
+    if (st || a->on) return st;
+    char buf[SPMD__AUTH_MAX_SECRET], path[4200];
+    size_t n = 0;
+    st = spmd__user_secret_read(buf, sizeof buf, &n, path, sizeof path, err, errlen);
+    return set_from_file(a, st, buf, n, "the per-user secret file", err, errlen);
 }
 
 spmd_status spmd__auth_ensure(char *err, size_t errlen) {
     spmd__auth a;
-    spmd_status st = spmd__auth_get(&a, err, errlen);
-    if (st || a.on || spmd__auth_disabled()) return st;
+    memset(&a, 0, sizeof a);
+    spmd_status st = spmd__auth_disabled() ? SPMD_OK : spmd__auth_given(&a, err, errlen);
+    int have = a.on;
+    spmd__auth_wipe(&a, sizeof a);
+    if (st || have || spmd__auth_disabled()) return st;
     pthread_mutex_lock(&gen_mu);
     if (!gen_have) {
         st = spmd_auth_new_token(gen_token);

@@ -77,6 +77,11 @@ void spmd__sock_name(int fd, int peer, char *out, size_t outlen);
 spmd_status spmd__env_int(const char *name, long lo, long hi, long *out);
 /* Duration: "1800" (seconds), "500ms", "2s", "5m", "1h" -> milliseconds. */
 spmd_status spmd__parse_duration_ms(const char *s, long *out_ms);
+/* Every numeric SPMD_* variable the library reads (env.c has the list, with
+ * each one's range) that is set must parse: SPMD_ERR_INVALID naming the first
+ * malformed one and its value, so that a typo is an error and never silently
+ * the default.  spmd_group_init calls it first. */
+spmd_status spmd__env_check_numeric(char *err, size_t errlen);
 
 /* ---- Slurm hostlists ----------------------------------------------------- */
 /* First host of a hostlist expression such as "node[01-04,07],gpu3". */

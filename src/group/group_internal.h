@@ -38,6 +38,7 @@ struct spmd_group {
     spmd_store *store_root;       /* owned when own_store_client */
     spmd_store *store;            /* prefixed handle for this group (owned) */
     spmd_store_server *store_server; /* owned when this rank hosts the store */
+    int64_t refusal_seen_ms;      /* when the rendezvous first saw a refused client (rdzv_watch.c) */
     int own_store_client;
     char store_prefix[200];       /* this group's key prefix in the store */
     char bind_host[256];          /* address this rank listens on */
@@ -49,6 +50,13 @@ struct spmd_group {
     spmd_group *parent;
     int *parent_ranks;            /* [world] rank in parent (subgroups only) */
     int subgroup_counter;
+
+    /* recovery in place (shrink.c) */
+    int epoch;                    /* 0 at init, one more per shrink */
+    int shrink_attempts;          /* spmd_group_shrink calls on this group (collective: alike on survivors) */
+    int store_host;               /* the rank of this group that hosts its store, -1: none (a launcher does) */
+    spmd_store_server *standby_server; /* owned: the standby store this rank hosts (standby.c) */
+    char standby_addr[300];       /* "port host" of the standby store, "" when there is none */
 
     /* last error message of a call on this group */
     pthread_mutex_t err_mu;
@@ -104,7 +112,23 @@ void spmd__group_bind(int local_rank, int local_world);
 /* Claim the rank, agree on the world size and job id through g->store,
  * build the mesh and start the threads. */
 spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err, size_t errlen);
+/* End the mesh's rendezvous early when the store refused a client (rdzv_watch.c). */
+void spmd__group_watch_rdzv(spmd_group *g);
 spmd_group *spmd__group_alloc_sub(int rank, int world);
+/* Collective: when a rank of g hosts g's store, the next rank starts a
+ * standby store and every rank learns its address (standby.c). */
+spmd_status spmd__group_standby_start(spmd_group *g, char *err, size_t errlen);
+/* The store prefix of g's lineage: g's without the "e<epoch>/" of a shrink
+ * or grow (shrink.c). */
+void spmd__group_base_prefix(const spmd_group *g, char *out, size_t outlen);
+/* The successor of g at `epoch`: rank `rank` of n, keys under the lineage's
+ * prefix + "e<epoch>/" on a new connection to root's server (NULL: no
+ * store); takes parent_ranks.  Not connected yet.  NULL on failure (err). */
+spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoch, int *parent_ranks,
+                                  spmd_store *root, char *err, size_t errlen);
+/* A connection to the standby store with g's prefix, into *root and *store. */
+spmd_status spmd__group_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *err,
+                                        size_t errlen);
 void spmd__group_free_sub(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */

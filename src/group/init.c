@@ -84,6 +84,7 @@ static spmd_group *group_alloc(int rank, int world) {
     g->rank = rank;
     g->world = world;
     g->local_world = 1;
+    g->store_host = -1;
     pthread_mutex_init(&g->err_mu, NULL);
     if (spmd__mesh_init(&g->t, rank, world) != SPMD_OK) {
         pthread_mutex_destroy(&g->err_mu);
@@ -101,6 +102,7 @@ static void group_free(spmd_group *g) {
     if (g->store) spmd_store_close(g->store);
     if (g->own_store_client && g->store_root) spmd_store_close(g->store_root);
     spmd_store_server_stop(g->store_server);
+    spmd_store_server_stop(g->standby_server);
     free(g->parent_ranks);
     pthread_mutex_destroy(&g->err_mu);
     free(g);
@@ -164,6 +166,7 @@ spmd_status spmd__group_connect(spmd_group *g, const char *bind_host, char *err,
         g->t.job_id = strtoull((const char *)v, NULL, 16);
         free(v);
     }
+    spmd__group_watch_rdzv(g);
     if ((st = spmd__mesh_connect(&g->t, g->store, bind_host, deadline, err, errlen))) return st;
     if ((st = spmd__p2p_start(&g->t, err, errlen))) return st;
     if ((st = spmd__exec_start(g, err, errlen))) return st;
@@ -248,7 +251,8 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_init: out is NULL");
     if (!opts) opts = &dflt;
     spmd__backend backend;
-    spmd_status st = spmd__backend_choose(opts, &backend, err, errlen);
+    spmd_status st = spmd__env_check_numeric(err, errlen);
+    if (!st) st = spmd__backend_choose(opts, &backend, err, errlen);
     if (st) return st;
 #ifdef SPMD_HAVE_MPI
     if (backend == SPMD__BACKEND_MPI) return spmd__group_init_mpi(opts, out, err, errlen);
@@ -290,6 +294,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
         if ((st = file_rendezvous(im + 7, rank, host, sizeof host, &port, &g->store_server, deadline, err, errlen)))
             goto fail;
         host_store = 0;
+        g->store_host = 0;
     } else if (im && strcmp(im, "env://") != 0) {
         st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "unknown init_method '%s' (env://, tcp://host:port, file:///path)", im);
         goto fail;
@@ -334,7 +339,9 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (override && *override) snprintf(bind_host, sizeof bind_host, "%s", override);
     else if (host[0]) spmd__local_addr_towards(host, bind_host, sizeof bind_host);
     snprintf(g->bind_host, sizeof g->bind_host, "%s", bind_host);
+    if (host_store && world > 1) g->store_host = 0; /* rank 0 started it above */
     if ((st = spmd__group_connect(g, bind_host, err, errlen))) goto fail;
+    if ((st = spmd__group_standby_start(g, err, errlen))) goto fail;
     *out = g;
     return SPMD_OK;
 fail:

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "envinfo.h"
 #include "group_internal.h"
 #include "spmd/mpi.h"
 #include "transport/mpi_internal.h"
@@ -110,12 +111,41 @@ static spmd_status make_group(MPI_Comm comm, const spmd_group_opts *opts, spmd_g
     return SPMD_OK;
 }
 
+static const char *env_family_vars(const char *source) {
+    if (!strcmp(source, "torchrun")) return "RANK/WORLD_SIZE, set by spmdrun or torchrun";
+    if (!strcmp(source, "slurm")) return "SLURM_PROCID/SLURM_NTASKS, set by srun";
+    if (!strcmp(source, "pmi")) return "PMI_RANK/PMI_SIZE";
+    if (!strcmp(source, "openmpi")) return "OMPI_COMM_WORLD_RANK/SIZE";
+    return source;
+}
+
+/* A process started without an MPI launcher is an MPI world of its own.  If
+ * its environment names a larger world (spmdrun's or torchrun's RANK and
+ * WORLD_SIZE, Slurm's, PMI's), each such process would train alone while the
+ * user believes they form one job: an error naming both worlds instead. */
+static spmd_status check_world_of_one(char *err, size_t errlen) {
+    int world = 0;
+    spmd__mpi_lock();
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    spmd__mpi_unlock();
+    spmd__envinfo env;
+    char e2[SPMD__ERRLEN];
+    if (world != 1 || spmd__env_read(&env, e2, sizeof e2) != SPMD_OK || env.world <= 1) return SPMD_OK;
+    return spmd__fail(err, errlen, SPMD_ERR_INVALID,
+                      "the MPI backend: MPI_COMM_WORLD has 1 rank (this process was not started by an MPI "
+                      "launcher), but the environment names a world of %d (%s, rank %d); start the program "
+                      "with mpirun -np %d or srun --mpi=pmix, or use SPMD_BACKEND=spmd to form the group "
+                      "from that environment",
+                      env.world, env_family_vars(env.source), env.rank, env.world);
+}
+
 spmd_status spmd__group_init_mpi(const spmd_group_opts *opts, spmd_group **out, char *err, size_t errlen) {
     if (opts->init_method || opts->store)
         return spmd__fail(err, errlen, SPMD_ERR_INVALID,
                           "the MPI backend forms the group from MPI_COMM_WORLD: init_method and store must be unset");
     spmd_status st = ensure_mpi(1, err, errlen);
     if (st) return st;
+    if ((st = check_world_of_one(err, errlen))) return st;
     return make_group(MPI_COMM_WORLD, opts, out, err, errlen);
 }
 

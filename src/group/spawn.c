@@ -1,6 +1,6 @@
 /* spawn.c — spmd_spawn: the C counterpart of torch.multiprocessing.spawn.
- * (Inside an MPI job on the MPI backend it forks nothing: each process the
- * launcher started runs its own rank.)
+ * (Under a launcher — spmdrun, torchrun, mpirun, srun — it forks nothing:
+ * each process the launcher started runs its own rank.)
  * A child process hosts the store on a free loopback port (so this process
  * starts no thread and forks the ranks single-threaded); each child gets the
  * torchrun environment (with TORCHELASTIC_USE_AGENT_STORE so it connects
@@ -20,8 +20,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "auth/auth.h"
 #include "auth/procs.h"
-#include "backend.h"
 #include "envinfo.h"
 #include "group_internal.h"
 
@@ -59,19 +59,23 @@ static void child_main(int rank, int nprocs, int port, const char *run_id, pid_t
     _exit(rc & 0xff);
 }
 
-/* Under an MPI launcher with the MPI backend the ranks exist already (and a
- * forked child could not join MPI): this process runs its own rank. */
-static int run_as_mpi_rank(int nprocs, spmd_spawn_fn fn, void *arg, spmd_status *st, char *report,
-                           size_t reportlen) {
-    spmd__backend b;
-    char err[SPMD__ERRLEN];
-    if (!spmd__mpi_launched() || spmd__backend_choose(NULL, &b, err, sizeof err) || b != SPMD__BACKEND_MPI) return 0;
+/* Started by a launcher (spmdrun or torchrun: RANK/WORLD_SIZE; mpirun:
+ * OMPI_COMM_WORLD_*; srun: SLURM_PROCID/SLURM_NTASKS; PMI), the ranks exist
+ * already: forking nprocs more in each would run nprocs x world processes
+ * (40 under spmdrun -n 4).  This process joins the launcher's ranks instead:
+ * it runs fn(its rank, nprocs, arg) itself, and fn's groups form from the
+ * launcher's environment.  A job of another size is refused, naming both. */
+static int run_as_launched_rank(int nprocs, spmd_spawn_fn fn, void *arg, spmd_status *st, char *report,
+                                size_t reportlen) {
     spmd__envinfo env;
     if ((*st = spmd__env_read(&env, report, reportlen))) return 1;
-    if (env.rank < 0 || env.world != nprocs) {
+    if (env.rank < 0) return 0; /* no launcher: fork the ranks */
+    if (env.world != nprocs) {
         *st = spmd__fail(report, reportlen, SPMD_ERR_INVALID,
-                         "spawn of %d ranks inside an MPI job of %d: start it with -np %d (the launcher made the ranks)",
-                         nprocs, env.world, nprocs);
+                         "spawn of %d ranks, but this process is rank %d of %d started by a launcher (%s "
+                         "environment): the launcher made the ranks, so start it with %d processes "
+                         "(spmdrun -n %d, mpirun -np %d, srun -n %d) or run the program without a launcher",
+                         nprocs, env.rank, env.world, env.source, nprocs, nprocs, nprocs, nprocs);
         return 1;
     }
     int rc = fn(env.rank, nprocs, arg);
@@ -84,7 +88,9 @@ spmd_status spmd_spawn_timeout(int nprocs, spmd_spawn_fn fn, void *arg, int time
     if (nprocs < 1 || !fn) return spmd__fail(report, reportlen, SPMD_ERR_INVALID, "spawn: bad arguments");
     if (report && reportlen) report[0] = 0;
     spmd_status st;
-    if (run_as_mpi_rank(nprocs, fn, arg, &st, report, reportlen)) return st;
+    if (run_as_launched_rank(nprocs, fn, arg, &st, report, reportlen)) return st;
+    /* A per-job secret (before the per-user file) for the store and the ranks. */
+    if ((st = spmd__auth_ensure(report, reportlen))) return st;
     spmd_store_server *srv = NULL;
     st = spmd_store_server_open("127.0.0.1", 0, &srv, report, reportlen);
     if (st) return st;

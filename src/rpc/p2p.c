@@ -100,6 +100,10 @@ static void spins_resume(void) {
     for (int i = 0; i < tl_nspins; i++) spmd__p2p_spin_begin(tl_spins[i].m, tl_spins[i].peer);
 }
 
+/* The time off the core one spin may make up for (a few of the scheduler's
+ * slices on a loaded machine). */
+#define SPIN_OFF_CORE_NS 2000000u
+
 int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64_t budget_ns, int rx,
                    int dispatcher) {
     spmd__mesh *m = &r->g->t;
@@ -109,8 +113,14 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
     int hit = 0, yield = yield_always || shares_core(m, peer);
     /* The budget counts time on the core: a gap between two looks means we
      * were preempted (on a loaded machine a wall-clock budget runs out while
-     * we are off the core, and the next message then costs two wake-ups). */
-    uint64_t last = spmd__now_ns(), end = last + budget_ns, last_frame = last;
+     * we are off the core, and the next message then costs two wake-ups).
+     * At most SPIN_OFF_CORE_NS of gaps is forgiven, though: a spinner that
+     * yields to a CPU-bound process is off the core in every stretch of
+     * looks, and forgiving them all made its budget endless — four ranks
+     * waiting 20 ms for a call held by its callee spun against two busy
+     * processes for minutes (issue 28).  Past that the cores are taken and
+     * sleeping is what lets the others run. */
+    uint64_t last = spmd__now_ns(), end = last + budget_ns, last_frame = last, forgiven = 0;
     spmd__p2p_spin_begin(m, peer);
     spmd__rpc_unhold(); /* counted by this spin now */
     const int nested = tl_nspins < SPIN_NEST_MAX; /* deeper: not suspended (never seen) */
@@ -126,7 +136,10 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
         }
         if (rx && atomic_load_explicit(&r->rx_done, memory_order_acquire)) {
             if (!spmd__rpc_rx_process(r)) break;
-            if (dispatcher) end = (last_frame = spmd__now_ns()) + budget_ns;   /* traffic: keep watching */
+            if (dispatcher) {   /* traffic: keep watching */
+                end = (last_frame = spmd__now_ns()) + budget_ns;
+                forgiven = 0;
+            }
             continue;
         }
         if (dispatcher) {
@@ -146,7 +159,11 @@ int spmd__rpc_spin(spmd_rpc *r, int peer, int (*stop)(void *), void *ctx, uint64
         if (yield && (i & 3) == 0) sched_yield();
         if ((i & 63) == 0) {
             uint64_t now = spmd__now_ns();
-            if (now - last > 50000) end += now - last;
+            if (now - last > 50000 && forgiven < SPIN_OFF_CORE_NS) {
+                uint64_t gap = now - last < SPIN_OFF_CORE_NS - forgiven ? now - last : SPIN_OFF_CORE_NS - forgiven;
+                end += gap;
+                forgiven += gap;
+            }
             last = now;
             if (now >= end) break;
             if ((i & 255) == 0) yield = yield_always || shares_core(m, peer);

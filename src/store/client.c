@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -88,6 +89,13 @@ static spmd_status store_handshake(int fd, const spmd__auth *auth, int64_t deadl
                          SPMD__STORE_SHELLO_LEN - SPMD__STORE_HELLO_LEN, deadline, NULL, err, errlen);
     if (st) return st;
     st = spmd__store_hs_client_check(auth, chello, shello, proof, err, errlen);
+    if (st && status == 0 && auth->on) {
+        /* Tell the server too (a proof that never matches), so its side
+         * records and reports the refusal instead of a vanished client. */
+        unsigned char zero[SPMD__AUTH_MAC] = {0};
+        char e2[64];
+        (void)spmd__write_full(fd, zero, sizeof zero, deadline, NULL, e2, sizeof e2);
+    }
     if (st) return st;
     st = spmd__write_full(fd, proof, sizeof proof, deadline, NULL, err, errlen);
     if (!st) st = spmd__read_full(fd, verdict, sizeof verdict, deadline, NULL, err, errlen);
@@ -148,6 +156,30 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
     h->prefix = prefix;
     atomic_init(&h->timeout_ms, tmo);
     *out = h;
+    return SPMD_OK;
+}
+
+spmd_status spmd_store_reconnect(spmd_store *h, spmd_store **out, char *err, size_t errlen) {
+    if (!h || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "store reconnect: NULL handle or out");
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof sa;
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    if (getpeername(h->c->fd, (struct sockaddr *)&sa, &salen) != 0 ||
+        getnameinfo((struct sockaddr *)&sa, salen, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "store reconnect: the connection to %s is gone", h->c->peer);
+    spmd_store *n = NULL;
+    spmd_status st = spmd_store_connect(host, atoi(port), handle_timeout(h), &n, err, errlen);
+    if (st) return st;
+    char *prefix = strdup(h->prefix);
+    if (!prefix) {
+        spmd_store_close(n);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "store reconnect: out of memory");
+    }
+    free(n->prefix);
+    n->prefix = prefix;
+    n->plen = h->plen;
+    *out = n;
     return SPMD_OK;
 }
 

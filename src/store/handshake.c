@@ -10,8 +10,8 @@ const char *spmd__store_hs_text(uint32_t code) {
     case 0: return "ok";
     case (uint32_t)SPMD_ERR_MISMATCH: return "protocol version mismatch";
     case SPMD__STORE_HS_AUTH_REQUIRED:
-        return "the store requires the job secret and this process has none (launch with "
-               "spmdrun or spmd_spawn, or set SPMD_AUTH_TOKEN / SPMD_AUTH_FILE for every process)";
+        return "the store requires the job secret and this process has none (SPMD_AUTH=off "
+               "here: remove it, or set it for every process of the job)";
     case SPMD__STORE_HS_AUTH_FAILED: return "authentication failed (wrong job secret)";
     case SPMD__STORE_HS_BUSY: return "the store has too many connections (SPMD_STORE_MAX_CONNS)";
     case SPMD__STORE_HS_UNAUTHENTICATED: return "the store does not authenticate";
@@ -138,8 +138,11 @@ spmd_status spmd__store_hs_client_check(const spmd__auth *a,
                    NULL, 0, want);
     if (!spmd__auth_equal(want, proof_s, SPMD__AUTH_MAC))
         return spmd__fail(err, errlen, SPMD_ERR_PROTOCOL,
-                          "the server failed to prove the job secret (a different job's store, or "
-                          "an impostor): refusing to use it");
+                          "wrong job secret: the server failed to prove this process's secret (from "
+                          "%s; a process started with another secret, another user's or host's "
+                          "per-user secret file, a different job's store, or an impostor): refusing "
+                          "to use it",
+                          a->source ? a->source : "?");
     spmd__auth_mac(a, LABEL_CLIENT, chello, SPMD__STORE_CHELLO_LEN, nonce_s, SPMD__AUTH_NONCE, NULL,
                    0, proof);
     return SPMD_OK;

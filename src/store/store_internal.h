@@ -136,5 +136,12 @@ const char *spmd__store_op_name(unsigned op);
 /* ---- server.c: observation hooks for tests ---------------------------------- */
 /* Live client connections and requests parked (blocking GET/WAIT) right now. */
 void spmd__store_server_stats(const spmd_store_server *s, int *conns, int *parked);
+/* The highest byte count the server charged against SPMD_STORE_MAX_BYTES, the
+ * clients with replies not yet sent, and those whose next reply waits for memory. */
+void spmd__store_server_memory(spmd_store_server *s, size_t *peak_bytes, int *replying,
+                               int *waiting);
+/* Clients the server refused in the handshake so far; *at_ns and last (the
+ * last one's "client ADDR: cause") when there was one. */
+unsigned spmd__store_server_refusals(spmd_store_server *s, uint64_t *at_ns, char *last, size_t len);
 
 #endif

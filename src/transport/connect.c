@@ -29,7 +29,7 @@ spmd_status spmd__mesh_connect(spmd__mesh *m, spmd_store *store, const char *bin
     spmd__link_keys *keys = calloc((size_t)SPMD__NCHAN * (size_t)m->world, sizeof *keys);
     if (!keys) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
     spmd_status st = spmd__mesh_build(store, m->rank, m->world, m->job_id, SPMD__NCHAN, bind_host, m->fd, keys,
-                                      deadline, err, errlen);
+                                      &m->watch, deadline, err, errlen);
     for (int c = 0; c < SPMD__NCHAN && !st; c++)
         for (int p = 0; p < m->world && !st; p++) {
             if (p == m->rank) continue;

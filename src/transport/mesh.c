@@ -119,6 +119,12 @@ static spmd_status connect_lower(const spmd__auth *a, spmd_store *store, int ran
     if (st)
         return spmd__fail(err, errlen, st, "waiting for rank %d's address in the store: %s", peer,
                           spmd_store_errmsg(store));
+    if (len && ((const char *)val)[0] == '!') { /* the rendezvous was called off: "!why" */
+        st = spmd__fail(err, errlen, SPMD_ERR_ABORTED, "rank %d: the rendezvous failed: %.*s", rank,
+                        (int)(len - 1), (const char *)val + 1);
+        free(val);
+        return st;
+    }
     int port = 0;
     char host[256];
     if (sscanf((const char *)val, "%d %255s", &port, host) != 2 || port <= 0 || port > 65535) {
@@ -264,8 +270,9 @@ static void take_new(acceptor *ac, int lfd, int hs_ms) {
 }
 
 spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t job_id, int nchan,
-                             const char *bind_host, int **fds, spmd__link_keys *keys, int64_t deadline,
-                             char *err, size_t errlen) {
+                             const char *bind_host, int **fds, spmd__link_keys *keys,
+                             const struct spmd__rdzv_watch *watch, int64_t deadline, char *err,
+                             size_t errlen) {
     for (int c = 0; c < nchan; c++)
         for (int p = 0; p < world; p++) fds[c][p] = -1;
     const int want_encrypt = keys && spmd__transport_wants_encrypt();
@@ -316,8 +323,21 @@ spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t jo
                      .fds = fds, .keys = keys, .want_encrypt = want_encrypt};
     int expected = (world - 1 - rank) * nchan, got = 0, hs_ms = handshake_ms();
     struct pollfd pfd[MAX_PENDING + 1];
+    int64_t next_check = spmd__now_ms() + 1000;
     while (!st && got < expected) {
         int64_t now = spmd__now_ms(), wake = deadline;
+        if (watch && watch->check && now >= next_check) {
+            int missing[256], nm = 0;
+            for (int p = rank + 1; p < world && nm < 256; p++)
+                if (fds[0][p] < 0) missing[nm++] = p;
+            char why[SPMD__ERRLEN / 2] = "";
+            if (nm && watch->check(watch->arg, missing, nm, why, sizeof why)) {
+                st = spmd__fail(err, errlen, SPMD_ERR_ABORTED, "rank %d: %s", rank, why);
+                break;
+            }
+            next_check = now + 1000;
+        }
+        if (watch && watch->check && next_check < wake) wake = next_check;
         for (int i = 0; i < ac->n;) {
             if (ac->p[i].deadline <= now) {
                 char d[64];

@@ -49,6 +49,15 @@ typedef struct {
     int *member;                  /* [hosts * per_host]: rank of host h, index i at h*per_host+i */
 } spmd__topology;
 
+/* Asked about once a second while the rendezvous waits for peers: non-zero
+ * means give up, and why says why.  missing: the ranks above this one that
+ * have not connected yet.  (The group uses it to end a rendezvous whose
+ * store refused a client: group/rdzv_watch.c.) */
+typedef struct spmd__rdzv_watch {
+    int (*check)(void *arg, const int *missing, int nmissing, char *why, size_t len);
+    void *arg;
+} spmd__rdzv_watch;
+
 typedef struct spmd__mesh {
     int rank, world;
     int local_world;              /* ranks on this host, as the launcher says (spin policy) */
@@ -57,6 +66,7 @@ typedef struct spmd__mesh {
     char name[64];                /* the group's name, for messages */
     int timeout_ms;               /* default deadline of blocking waits */
     uint64_t job_id;
+    spmd__rdzv_watch watch;       /* see above; check NULL: none */
 
     int *fd[SPMD__NCHAN];         /* [world] TCP connection per channel, -1 for self */
     spmd__path **path[SPMD__NCHAN]; /* [world] how each channel moves bytes (NULL for self) */

@@ -84,9 +84,13 @@ typedef struct {
  * (-1 for p == rank).  fds[c] must point to arrays of `world` ints.
  * bind_host: the address to listen on and publish.  keys (NULL: refuse
  * encryption) receives, at [c * world + p], whether that connection is
- * encrypted and its keys. */
+ * encrypted and its keys.  watch (NULL: none) may end the wait for higher
+ * ranks early (mesh.h); an address published as "!reason" ends the wait for
+ * a lower rank with that reason. */
+struct spmd__rdzv_watch;
 spmd_status spmd__mesh_build(spmd_store *store, int rank, int world, uint64_t job_id, int nchan,
-                             const char *bind_host, int **fds, spmd__link_keys *keys, int64_t deadline,
-                             char *err, size_t errlen);
+                             const char *bind_host, int **fds, spmd__link_keys *keys,
+                             const struct spmd__rdzv_watch *watch, int64_t deadline, char *err,
+                             size_t errlen);
 
 #endif

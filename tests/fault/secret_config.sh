@@ -1,7 +1,7 @@
 #!/bin/sh
 # secret_config.sh SPMDRUN WORKER — where the job secret comes from, and the
-# clear refusals: a short token, a file others can read, several nodes without
-# a shared secret; a mode-600 file and SPMD_AUTH=off (loudly) work.
+# clear refusals: a short token, a file others can read, several nodes whose
+# per-user secret file others can read; a mode-600 file and SPMD_AUTH=off (loudly) work.
 set -u
 SPMDRUN=$1 WORKER=$2
 tmp=$(mktemp -d) || exit 1
@@ -25,7 +25,12 @@ expect 2 "chmod 600" SPMD_AUTH_FILE="$tmp/secret" FAULT_ITERS=1 $run
 chmod 600 "$tmp/secret"
 expect 0 "OMP_NUM_THREADS" SPMD_AUTH_FILE="$tmp/secret" FAULT_ITERS=1 $run
 expect 0 "NOT authenticated" SPMD_AUTH=off FAULT_ITERS=1 $run
-expect 2 "multi-node job needs one job secret" -u SPMD_AUTH_TOKEN -u SPMD_AUTH_FILE \
+# Several nodes without SPMD_AUTH_TOKEN/FILE share the per-user secret file:
+# one that others can read stops spmdrun before anything starts.
+mkdir -p "$tmp/cfg/spmd" && chmod 700 "$tmp/cfg" "$tmp/cfg/spmd"
+echo "0123456789abcdef0123456789abcdef-user" >"$tmp/cfg/spmd/secret"
+chmod 640 "$tmp/cfg/spmd/secret"
+expect 2 "chmod 600 $tmp/cfg/spmd/secret" -u SPMD_AUTH_TOKEN -u SPMD_AUTH_FILE XDG_CONFIG_HOME="$tmp/cfg" \
     "$SPMDRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-port 0 "$WORKER"
 [ $fail -eq 0 ] && echo "secret_config: ok"
 exit $fail

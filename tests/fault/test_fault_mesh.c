@@ -39,7 +39,7 @@ static void *build(void *arg) {
         return NULL;
     }
     int *fds[NCHAN] = {s->f0, s->f1};
-    s->st = spmd__mesh_build(st, s->rank, WORLD, JOB, NCHAN, "127.0.0.1", fds, NULL, spmd__deadline(30000),
+    s->st = spmd__mesh_build(st, s->rank, WORLD, JOB, NCHAN, "127.0.0.1", fds, NULL, NULL, spmd__deadline(30000),
                              s->err, sizeof s->err);
     spmd_store_close(st);
     return NULL;

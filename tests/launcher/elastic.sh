@@ -10,8 +10,11 @@
 # usage: elastic.sh SPMDRUN WORKER
 SPMDRUN=$1 WORKER=$2
 . "$(dirname "$0")/lib.sh"
-# Several nodes share one job secret, as a user exports it before a multi-node job.
-SPMD_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export SPMD_AUTH_TOKEN
+# No secret set: both nodes (one home directory) prove the per-user secret
+# file, created on first use in a home of this test's own (issue 23).
+unset SPMD_AUTH_TOKEN SPMD_AUTH_FILE
+XDG_CONFIG_HOME=$TMP/home/.config; export XDG_CONFIG_HOME
+mkdir -m 700 "$TMP/home"
 mkfifo "$TMP/n0.fifo" "$TMP/n1.fifo"
 # Hold both fifos open read-write, so the agents can open them before we read
 # (start_host waits for node 0's stderr first); closed once the writers are gone.

@@ -51,13 +51,24 @@ stop_job int INT 130 900 6000
 start_job term2 1 1
 stop_job term2 TERM 143 900 6000
 
-# SIGKILL: nothing of spmdrun runs any more, yet nothing survives it.
+# SIGKILL: nothing of spmdrun runs any more, yet nothing survives it.  Its
+# flight-record directory (in its TMPDIR) is left, and the next spmdrun of the
+# same user removes it.
+mkdir "$TMP/tmpdir"
+export TMPDIR="$TMP/tmpdir"
 start_job kill 30 0
 pids=$(pids_of "$TMP/kill.out")
 kill -KILL $JOB
 wait $JOB
 wait $DRAIN
 "$WORKER" gone 3000 $pids || fail "KILL: processes left behind"
+left=$(ls "$TMPDIR" | grep -c '^spmdrun_flight_')
+[ "$left" -eq 1 ] || fail "KILL: expected the killed spmdrun's flight directory, found $left"
+"$SPMDRUN" --standalone --nproc-per-node 1 "$WORKER" args >/dev/null 2>"$TMP/next.err" ||
+    fail "the next spmdrun failed: $(cat "$TMP/next.err")"
+left=$(ls "$TMPDIR" | grep -c '^spmdrun_flight_')
+[ "$left" -eq 0 ] || fail "the next spmdrun left $left flight directories: $(ls "$TMPDIR")"
+unset TMPDIR
 
 [ "$FAILED" -eq 0 ] || show "$TMP"/*.err
 finish

@@ -7,9 +7,11 @@
 #ifndef SPMD_TEST_MP_FORK_H
 #define SPMD_TEST_MP_FORK_H
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +87,30 @@ static inline int mp_fork_run_frozen(int n, const int *ranks, int world, const i
 static inline int mp_fork_run(int n, const int *ranks, int world, const int *worlds, mp_fn fn, void *arg,
                               int timeout_s, int *status) {
     return mp_fork_run_frozen(n, ranks, world, worlds, fn, arg, timeout_s, -1, status);
+}
+
+/* File descriptors open in this process. */
+static inline int mp_open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+/* Mappings of spmd's shared memory left in this process (the rings' and
+ * arenas' memfds carry "spmd" in their names). */
+static inline int mp_spmd_mappings(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "spmd")) n++;
+    fclose(f);
+    return n;
 }
 
 static int mp_exited_ok(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }

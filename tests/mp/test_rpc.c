@@ -295,7 +295,8 @@ static int body(int rank, int world, void *arg) {
     spmd_rpc_future *hf = NULL;
     RREQ(spmd_rpc_async(r, dst, "hold", NULL, 0, &hf) == SPMD_OK, "hold");
     RREQ(spmd_rpc_future_test(hf) == SPMD_ERR_AGAIN, "pending");
-    RREQ(spmd_rpc_future_wait(hf, 20) == SPMD_ERR_TIMEOUT, "short wait");
+    spmd_status hst = spmd_rpc_future_wait(hf, 20);
+    RREQ(hst == SPMD_ERR_TIMEOUT, "short wait: %s: %s", spmd_status_name(hst), spmd_rpc_future_errmsg(hf));
     spmd_rpc_future *tf = NULL;
     RREQ(spmd_rpc_async(r, dst, "hold", NULL, 100, &tf) == SPMD_OK, "hold 2");
     RREQ(spmd_rpc_future_wait(tf, -1) == SPMD_ERR_TIMEOUT, "per-call timeout");

@@ -7,7 +7,18 @@
  * ended one, and spmd-bench -o rpc hung after a few thousand calls.)
  * World 2: rank 0 calls rank 1 with bodies of 4 KiB to 256 KiB; afterwards
  * both sides' counts must drain to zero, and a call made after the callee
- * has gone quiet still gets its answer. */
+ * has gone quiet still gets its answer.
+ *
+ * And a spin ends by its budget even when its thread is off the core between
+ * every few looks.  The budget counts time on the core, forgiving the gaps in
+ * which the thread was preempted; forgiving all of them made it endless for a
+ * spinner that yields to a CPU-bound process in every stretch of looks: under
+ * ThreadSanitizer with two busy processes beside it, four ranks waiting 20 ms
+ * for a call their callee held spun for minutes and test_rpc hit its 120 s
+ * guard (issue 28).  Pinned without timing: the spin's stop condition sleeps
+ * 100 us at every look, so every stretch between two looks at the clock is a
+ * gap, however fast or slow the machine; the spin must give up by itself
+ * (before the fix only the condition's own guard of 20000 looks ended it). */
 #include <string.h>
 #include <time.h>
 #include "harness.h"
@@ -20,6 +31,15 @@ static spmd_status h_echo(spmd_rpc_call *c, void *ctx) {
     const spmd_rpc_tensor *t = spmd_rpc_msg_tensor(spmd_rpc_call_args(c), 0);
     if (!t) return SPMD_ERR_INVALID;
     return spmd_rpc_msg_add_tensor(spmd_rpc_call_result(c), t->dtype, t->ndim, t->shape, t->data);
+}
+
+#define GUARD_LOOKS 20000
+
+static int off_core(void *arg) {
+    int *looks = arg;
+    struct timespec ts = {0, 100000L};
+    nanosleep(&ts, NULL);
+    return ++*looks >= GUARD_LOOKS;
 }
 
 /* Wait (up to 10 s) until no spin on peer's rings is counted. */
@@ -55,6 +75,14 @@ static int calls(int idx, void *arg) {
             spmd_rpc_msg_free(a);
             spmd_rpc_msg_free(res);
         }
+    }
+    /* a waiter's budget, and a large body's (copy time added) */
+    const size_t sizes[2] = {0, (size_t)4 << 20};
+    for (int k = 0; k < 2; k++) {
+        int looks = 0;
+        int hit = spmd__rpc_spin(r, 1 - idx, off_core, &looks, spmd__rpc_spin_budget(r, sizes[k]), 0, 0);
+        CREQ(!hit && looks < GUARD_LOOKS, "a spin off the core between looks never ran out of budget (%d looks)",
+             looks);
     }
     spmd_barrier(g);
     int left = drained(r, 1 - idx);

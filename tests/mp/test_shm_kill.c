@@ -5,7 +5,6 @@
  * no shared segment (the rings live in memfds, gone with the last mapping),
  * every process is reaped, and nothing is in /dev/shm (the memfds carry
  * "spmd" in their names, which a file left there would too). */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -29,33 +28,11 @@ typedef struct {
     size_t count; /* floats per all_reduce */
 } plan;
 
-static int open_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1; /* the directory's own */
-}
-
-/* Mappings of ours left in this process: the rings' and arenas' memfds. */
-static int spmd_mappings(void) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f) return -1;
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "spmd")) n++;
-    fclose(f);
-    return n;
-}
-
 static int body(int idx, void *arg) {
     const plan *p = arg;
     spmd_group *g = NULL;
     char err[512];
-    const int fds_before = open_fds();
+    const int fds_before = mp_open_fds();
     CHILD_REQUIRE(spmd_group_init(NULL, &g, err, sizeof err) == SPMD_OK, "%s", err);
     CHILD_REQUIRE(spmd_group_size(g) == 1 || strcmp(spmd_group_backend(g), "shm") == 0, "backend %s",
                   spmd_group_backend(g));
@@ -79,9 +56,9 @@ static int body(int idx, void *arg) {
     CHILD_REQUIRE(took < 5000, "took %lld ms", (long long)took);
     spmd_group_destroy(g);
     free(buf);
-    CHILD_REQUIRE(open_fds() == fds_before, "%d file descriptors open after destroy, %d before", open_fds(),
+    CHILD_REQUIRE(mp_open_fds() == fds_before, "%d file descriptors open after destroy, %d before", mp_open_fds(),
                   fds_before);
-    CHILD_REQUIRE(spmd_mappings() == 0, "%d shared mappings left after destroy", spmd_mappings());
+    CHILD_REQUIRE(mp_spmd_mappings() == 0, "%d shared mappings left after destroy", mp_spmd_mappings());
     return 0;
 }
 

@@ -56,16 +56,8 @@ static void *blocked_get(void *arg) {
 
 static void test_server_killed(void) {
     int up[2], down[2];
-    REQUIRE_VOID(pipe(up) == 0 && pipe(down) == 0);
-    pid_t pid = fork();
+    pid_t pid = tsu_fork_process(server_process, &up[0], &down[1]);
     REQUIRE_VOID(pid >= 0);
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        server_process(up[1], down[0]);
-    }
-    close(up[1]);
-    close(down[0]);
     int port = 0, parked = 0;
     CHECK(read_int(up[0], &port) && port > 0);
     spmd_store *c = port > 0 ? tsu_connect(port, 60000) : NULL;

@@ -10,7 +10,7 @@ offending include; exit 1 if there is one.  Usage: check_layering.py REPO_ROOT""
 import os, re, sys
 
 ORDER = ["common", "auth", "store", "transport", "coll", "group", "ddp", "rpc", "distgrad", "parallel"]
-SIDE = {"nn": {"common"}, "data": {"common", "nn"}}  # the training stack
+SIDE = {"nn": {"common"}, "data": {"common", "nn"}, "ckpt": {"common"}}  # the training stack
 TOP = ["tools", "examples"]  # programs: may include any layer and the public headers
 
 repo = sys.argv[1] if len(sys.argv) > 1 else "."

@@ -241,7 +241,7 @@ static void *build(void *arg) {
         return NULL;
     }
     int *fds[2] = {s->fds0, s->fds1};
-    s->st = spmd__mesh_build(st, s->rank, 2, 77, 2, "127.0.0.1", fds, s->keys, spmd__deadline(20000), s->err,
+    s->st = spmd__mesh_build(st, s->rank, 2, 77, 2, "127.0.0.1", fds, s->keys, NULL, spmd__deadline(20000), s->err,
                              sizeof s->err);
     spmd_store_close(st);
     return NULL;

@@ -105,4 +105,25 @@ static inline int tsu_server_handshake(int fd, int64_t dl) {
 
 static inline double tsu_ms_since(uint64_t t0_ns) { return (double)(spmd__now_ns() - t0_ns) / 1e6; }
 
+/* Fork a child that runs fn(to_parent, from_parent) (it must _exit); the
+ * parent keeps *from_child and *to_child.  Returns the pid, or -1. */
+#include <unistd.h>
+static inline pid_t tsu_fork_process(void (*fn)(int, int), int *from_child, int *to_child) {
+    int up[2], down[2];
+    if (pipe(up) || pipe(down)) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        fn(up[1], down[0]);
+        _exit(99);
+    }
+    close(up[1]);
+    close(down[0]);
+    *from_child = up[0];
+    *to_child = down[1];
+    return pid;
+}
+
 #endif

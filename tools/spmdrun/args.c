@@ -19,7 +19,7 @@
 
 typedef enum {
     O_NNODES, O_NPROC, O_NODE_RANK, O_MASTER_ADDR, O_MASTER_PORT, O_RDZV_ENDPOINT, O_RDZV_ID,
-    O_RDZV_BACKEND, O_RDZV_CONF, O_STANDALONE, O_MAX_RESTARTS, O_MONITOR, O_START_METHOD,
+    O_RDZV_BACKEND, O_RDZV_CONF, O_STANDALONE, O_MAX_RESTARTS, O_ON_FAILURE, O_MONITOR, O_START_METHOD,
     O_ROLE, O_MODULE, O_NO_PYTHON, O_RUN_PATH, O_LOG_DIR, O_REDIRECTS, O_TEE, O_FILTER,
     O_USE_ENV, O_PASS_LOCAL_RANK, O_HELP, O_VERSION, O_COUNT
 } opt_id;
@@ -44,6 +44,7 @@ static const opt_def OPTS[] = {
     {"rdzv-conf", NULL, 0, 1, O_RDZV_CONF},
     {"standalone", NULL, 0, 0, O_STANDALONE},
     {"max-restarts", NULL, 0, 1, O_MAX_RESTARTS},
+    {"on-failure", NULL, 0, 1, O_ON_FAILURE},
     {"monitor-interval", NULL, 0, 1, O_MONITOR},
     {"start-method", NULL, 0, 1, O_START_METHOD},
     {"role", NULL, 0, 1, O_ROLE},
@@ -250,6 +251,8 @@ const char *sr_help_text(void) {
            "                            keep_alive_max_attempt, is_host\n"
            "  --standalone              single node; the store on a free local port\n"
            "  --max-restarts K          restart the worker group up to K times (default 0)\n"
+           "  --on-failure restart|shrink  shrink: a worker killed by a signal leaves the others\n"
+           "                            running (they recover with spmd_group_shrink)\n"
            "  --monitor-interval SEC    how often the agent checks on other nodes (default 0.1)\n"
            "  --role NAME               ROLE_NAME of the workers (default 'default')\n"
            "  --log-dir DIR             write <DIR>/<run-id>/attempt_<k>/<rank>/std{out,err}.log\n"
@@ -351,6 +354,12 @@ static int apply(sr_config *cfg, parse_state *ps, const opt_def *o, const char *
         if (parse_long(val, 0, 1000000, &v))
             return fail(err, errlen, "%s: '%s' is not a number of restarts (>= 0)", who, val);
         cfg->max_restarts = (int)v;
+        break;
+    case O_ON_FAILURE:
+        if (!strcmp(val, "restart")) cfg->on_failure_shrink = 0;
+        else if (!strcmp(val, "shrink")) cfg->on_failure_shrink = 1;
+        else
+            return fail(err, errlen, "%s: '%s' is not one of restart, shrink (replace is not built yet)", who, val);
         break;
     case O_MONITOR: {
         char *end = NULL;

@@ -11,6 +11,10 @@
  *              job keeps running
  *   failure    every rank that can writes its record when its group fails;
  *              spmdrun prints the diagnosis above its failure report
+ *   leftovers  the temporary directory is named spmdrun_flight_<pid>_XXXXXX;
+ *              a SIGKILLed spmdrun cannot remove its own, so each spmdrun
+ *              that makes one first removes those of the same user whose
+ *              spmdrun (the pid in the name) is gone
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +52,30 @@ static int make_dir(const char *path) {
     return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+static void remove_tree(const char *dir, int depth);
+
+/* Directories spmdrun_flight_<pid>_* in tmp that are ours (a real directory,
+ * owned by this user) and whose spmdrun no longer runs: removed. */
+static void remove_stale(const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    static const char prefix[] = "spmdrun_flight_";
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, sizeof prefix - 1)) continue;
+        char *end = NULL;
+        long pid = strtol(de->d_name + sizeof prefix - 1, &end, 10);
+        if (pid <= 0 || !end || *end != '_' || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to ask) */
+        char path[PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", tmp, de->d_name) >= (int)sizeof path) continue;
+        if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+        remove_tree(path, 1);
+    }
+    closedir(d);
+}
+
 int sr_flight_begin(sr_agent *a, int attempt, char *err, size_t errlen) {
     const char *user = getenv("SPMD_RECORDER_DIR");
     a->flight_since = wall_now() - 1.0; /* records of earlier attempts or jobs are not this one's */
@@ -58,7 +87,9 @@ int sr_flight_begin(sr_agent *a, int attempt, char *err, size_t errlen) {
     } else {
         if (!a->flight_tmp[0]) {
             const char *t = getenv("TMPDIR");
-            snprintf(a->flight_tmp, sizeof a->flight_tmp, "%s/spmdrun_flight_XXXXXX", t && *t ? t : "/tmp");
+            if (!t || !*t) t = "/tmp";
+            remove_stale(t);
+            snprintf(a->flight_tmp, sizeof a->flight_tmp, "%s/spmdrun_flight_%d_XXXXXX", t, (int)getpid());
             if (!mkdtemp(a->flight_tmp)) {
                 snprintf(err, errlen, "cannot create a directory for flight records %s: %s", a->flight_tmp,
                          strerror(errno));

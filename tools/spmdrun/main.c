@@ -179,6 +179,147 @@ static void failure_summary(const sr_failure *f, char *out, size_t outlen) {
         snprintf(out, outlen, "rank %d on %s: exit code %d", f->rank, f->host, f->exit_code);
 }
 
+/* The agent's signals and descriptor limit, before any thread exists;
+ * -1 (errno set) when the signalfd cannot be made. */
+static int setup_signals(sr_agent *a) {
+    /* Stop signals and SIGCHLD arrive through a signalfd; blocked before any
+     * thread (the store's) exists, so every thread inherits the mask.  A stop
+     * signal we were started with ignored (nohup's SIGHUP, SIGINT of a
+     * background job) stays ignored, for us and for the workers. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGUSR1); /* print the workers' flight records (flight.c) */
+    static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction old;
+        if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaddset(&set, stops[i]);
+    }
+    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the workers behind our back */
+    sigprocmask(SIG_BLOCK, &set, &a->orig_mask);
+    signal(SIGPIPE, SIG_IGN); /* a closed console must not kill the agent */
+    /* Two pipes and up to two log files per worker: lift the soft descriptor
+     * limit to the hard one for the agent (the workers get the original back). */
+    if (getrlimit(RLIMIT_NOFILE, &a->orig_nofile) == 0 && a->orig_nofile.rlim_cur < a->orig_nofile.rlim_max) {
+        struct rlimit raised = a->orig_nofile;
+        raised.rlim_cur = raised.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) a->restore_nofile = 1;
+    }
+    a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return a->sigfd < 0 ? -1 : 0;
+}
+
+/* Out of restarts: the final report.  The root cause is the round's first
+ * failure, which may be ours (fail, with the other failures of our node) or
+ * another node's (remote_body: its summary line, then its report entry). */
+static void report_final(const sr_agent *a, sr_attempt_result res, const sr_failure *fail, sr_failure *others,
+                         int nothers, const char *remote_body, const char *mine, const char *summary) {
+    const sr_config *cfg = a->cfg;
+    int ours = res == SR_ATTEMPT_FAILED && (!remote_body || !strcmp(remote_body, mine));
+    if (ours) {
+        sr_report_print(cfg->prog_argv[0], fail, NULL, others, nothers);
+    } else {
+        if (res == SR_ATTEMPT_FAILED && nothers < MAX_OTHERS) others[nothers++] = *fail;
+        /* A remote failure's entry follows its summary line; other kinds are one line. */
+        const char *entry = remote_body ? strchr(remote_body, '\n') : NULL;
+        char line[SR_HOST_MAX + 160];
+        if (!entry || !entry[1]) {
+            snprintf(line, sizeof line, "  %s\n", summary);
+            entry = line;
+        } else {
+            entry++;
+        }
+        sr_report_print(cfg->prog_argv[0], NULL, entry, others, nothers);
+    }
+}
+
+/* Attempts until one succeeds, the restarts run out, or a stop signal: each
+ * one (re)starts the local workers (after a rendezvous round when several
+ * nodes take part), supervises them and decides what comes next.  Returns the
+ * exit status (0 when the job succeeded). */
+static int run_attempts(sr_agent *a, sr_assignment *as, int multi) {
+    const sr_config *cfg = a->cfg;
+    int status = 1;
+    char err[1024] = "";
+    static sr_failure fail, others[MAX_OTHERS];
+    for (int attempt = 0;; attempt++) {
+        if (multi) {
+            if (sr_rdzv_next_round(a->rdzv, as, err, sizeof err)) {
+                if (!a->stop_signal) fprintf(stderr, "spmdrun: rendezvous failed: %s\n", err);
+                break;
+            }
+        } else {
+            as->restart_count = attempt;
+        }
+        if (a->stop_signal) break;
+        if (sr_flight_begin(a, as->restart_count, err, sizeof err))
+            fprintf(stderr, "spmdrun: %s (no flight records)\n", err);
+        int nothers = 0;
+        sr_attempt_result res =
+            sr_supervise(a, as, multi ? sr_rdzv_tick : NULL, a->rdzv, &fail, others,
+                         MAX_OTHERS, &nothers, err, sizeof err);
+        if (a->stop_signal) break; /* asked to stop: no restart, no report */
+        int can_restart = multi ? sr_rdzv_can_restart(a->rdzv) : attempt < cfg->max_restarts;
+        char *remote = NULL;
+        if (res == SR_ATTEMPT_OK) {
+            if (!multi) {
+                status = 0;
+                break;
+            }
+            int b = sr_rdzv_exit_barrier(a->rdzv, err, sizeof err);
+            if (b == 0) {
+                status = 0;
+                break;
+            }
+            if (b < 0) {
+                if (!a->stop_signal) fprintf(stderr, "spmdrun: %s\n", err);
+                break;
+            }
+            res = SR_ATTEMPT_CHANGED; /* another node failed after ours finished */
+        }
+        if (res == SR_ATTEMPT_ERROR) {
+            fprintf(stderr, "spmdrun: %s\n", err);
+            if (multi) {
+                char why[1400];
+                snprintf(why, sizeof why, "node %d (%s): %s", as->node_rank, a->host, err);
+                sr_rdzv_post_change(a->rdzv, "lost", why);
+            }
+            break;
+        }
+        char summary[SR_HOST_MAX + 128] = "";
+        /* How a round ended, for every node: "<kind>\n<summary>[\n<report entry>]". */
+        char mine[SR_TAIL_BYTES + 2048] = "";
+        if (res == SR_ATTEMPT_FAILED) {
+            sr_flight_report(a, "the worker group failed", 0);
+            failure_summary(&fail, summary, sizeof summary);
+            size_t o = (size_t)snprintf(mine, sizeof mine, "%s\n", summary);
+            sr_failure_format(&fail, mine + o, sizeof mine - o);
+            if (multi) sr_rdzv_post_change(a->rdzv, "fail", mine);
+        }
+        if (multi) remote = sr_rdzv_change_text(a->rdzv);
+        const char *remote_body = remote ? strchr(remote, '\n') : NULL;
+        remote_body = remote_body ? remote_body + 1 : NULL;
+        if (res == SR_ATTEMPT_CHANGED)
+            snprintf(summary, sizeof summary, "%.*s",
+                     (int)strcspn(remote_body ? remote_body : "", "\n"),
+                     remote_body ? remote_body : "another node ended the round");
+        if (can_restart) {
+            fprintf(stderr,
+                    "spmdrun: worker group %s (%s); restarting it (restart %d of %d)\n",
+                    res == SR_ATTEMPT_FAILED ? "failed" : "stopped", summary,
+                    as->restart_count + 1, cfg->max_restarts);
+            free(remote);
+            continue;
+        }
+        /* Out of restarts: explain. */
+        report_final(a, res, &fail, others, nothers, remote_body, mine, summary);
+        free(remote);
+        break;
+    }
+    return status;
+}
+
 int main(int argc, char **argv) {
     static sr_config cfg;
     static sr_agent a;
@@ -220,32 +361,7 @@ int main(int argc, char **argv) {
                         "the system; tune it for your program as needed\n");
     }
 
-    /* Stop signals and SIGCHLD arrive through a signalfd; blocked before any
-     * thread (the store's) exists, so every thread inherits the mask.  A stop
-     * signal we were started with ignored (nohup's SIGHUP, SIGINT of a
-     * background job) stays ignored, for us and for the workers. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGUSR1); /* print the workers' flight records (flight.c) */
-    static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
-        struct sigaction old;
-        if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        sigaddset(&set, stops[i]);
-    }
-    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the workers behind our back */
-    sigprocmask(SIG_BLOCK, &set, &a.orig_mask);
-    signal(SIGPIPE, SIG_IGN); /* a closed console must not kill the agent */
-    /* Two pipes and up to two log files per worker: lift the soft descriptor
-     * limit to the hard one for the agent (the workers get the original back). */
-    if (getrlimit(RLIMIT_NOFILE, &a.orig_nofile) == 0 && a.orig_nofile.rlim_cur < a.orig_nofile.rlim_max) {
-        struct rlimit raised = a.orig_nofile;
-        raised.rlim_cur = raised.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) a.restore_nofile = 1;
-    }
-    a.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (a.sigfd < 0) {
+    if (setup_signals(&a)) {
         fprintf(stderr, "spmdrun: signalfd: %s\n", strerror(errno));
         return 1;
     }
@@ -273,97 +389,7 @@ int main(int argc, char **argv) {
         goto out;
     }
 
-    static sr_failure fail, others[MAX_OTHERS];
-    for (int attempt = 0;; attempt++) {
-        if (multi) {
-            if (sr_rdzv_next_round(a.rdzv, &as, err, sizeof err)) {
-                if (!a.stop_signal) fprintf(stderr, "spmdrun: rendezvous failed: %s\n", err);
-                break;
-            }
-        } else {
-            as.restart_count = attempt;
-        }
-        if (a.stop_signal) break;
-        if (sr_flight_begin(&a, as.restart_count, err, sizeof err))
-            fprintf(stderr, "spmdrun: %s (no flight records)\n", err);
-        int nothers = 0;
-        sr_attempt_result res =
-            sr_supervise(&a, &as, multi ? sr_rdzv_tick : NULL, a.rdzv, &fail, others,
-                         MAX_OTHERS, &nothers, err, sizeof err);
-        if (a.stop_signal) break; /* asked to stop: no restart, no report */
-        int can_restart = multi ? sr_rdzv_can_restart(a.rdzv) : attempt < cfg.max_restarts;
-        char *remote = NULL;
-        if (res == SR_ATTEMPT_OK) {
-            if (!multi) {
-                status = 0;
-                break;
-            }
-            int b = sr_rdzv_exit_barrier(a.rdzv, err, sizeof err);
-            if (b == 0) {
-                status = 0;
-                break;
-            }
-            if (b < 0) {
-                if (!a.stop_signal) fprintf(stderr, "spmdrun: %s\n", err);
-                break;
-            }
-            res = SR_ATTEMPT_CHANGED; /* another node failed after ours finished */
-        }
-        if (res == SR_ATTEMPT_ERROR) {
-            fprintf(stderr, "spmdrun: %s\n", err);
-            if (multi) {
-                char why[1400];
-                snprintf(why, sizeof why, "node %d (%s): %s", as.node_rank, a.host, err);
-                sr_rdzv_post_change(a.rdzv, "lost", why);
-            }
-            break;
-        }
-        char summary[SR_HOST_MAX + 128] = "";
-        /* How a round ended, for every node: "<kind>\n<summary>[\n<report entry>]". */
-        char mine[SR_TAIL_BYTES + 2048] = "";
-        if (res == SR_ATTEMPT_FAILED) {
-            sr_flight_report(&a, "the worker group failed", 0);
-            failure_summary(&fail, summary, sizeof summary);
-            size_t o = (size_t)snprintf(mine, sizeof mine, "%s\n", summary);
-            sr_failure_format(&fail, mine + o, sizeof mine - o);
-            if (multi) sr_rdzv_post_change(a.rdzv, "fail", mine);
-        }
-        if (multi) remote = sr_rdzv_change_text(a.rdzv);
-        const char *remote_body = remote ? strchr(remote, '\n') : NULL;
-        remote_body = remote_body ? remote_body + 1 : NULL;
-        if (res == SR_ATTEMPT_CHANGED)
-            snprintf(summary, sizeof summary, "%.*s",
-                     (int)strcspn(remote_body ? remote_body : "", "\n"),
-                     remote_body ? remote_body : "another node ended the round");
-        if (can_restart) {
-            fprintf(stderr,
-                    "spmdrun: worker group %s (%s); restarting it (restart %d of %d)\n",
-                    res == SR_ATTEMPT_FAILED ? "failed" : "stopped", summary,
-                    as.restart_count + 1, cfg.max_restarts);
-            free(remote);
-            continue;
-        }
-        /* Out of restarts: explain.  The root cause is the round's first
-         * failure, which may be ours or another node's. */
-        int ours = res == SR_ATTEMPT_FAILED && (!remote_body || !strcmp(remote_body, mine));
-        if (ours) {
-            sr_report_print(cfg.prog_argv[0], &fail, NULL, others, nothers);
-        } else {
-            if (res == SR_ATTEMPT_FAILED && nothers < MAX_OTHERS) others[nothers++] = fail;
-            /* A remote failure's entry follows its summary line; other kinds are one line. */
-            const char *entry = remote_body ? strchr(remote_body, '\n') : NULL;
-            char line[SR_HOST_MAX + 160];
-            if (!entry || !entry[1]) {
-                snprintf(line, sizeof line, "  %s\n", summary);
-                entry = line;
-            } else {
-                entry++;
-            }
-            sr_report_print(cfg.prog_argv[0], NULL, entry, others, nothers);
-        }
-        free(remote);
-        break;
-    }
+    status = run_attempts(&a, &as, multi);
     if (a.stop_signal && multi && a.rdzv) {
         char why[SR_HOST_MAX + 96];
         snprintf(why, sizeof why, "node %d (%s) stopped by %s", as.node_rank, a.host,

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "store/store_internal.h"
 #include "spmdrun.h"
 
 #define SLICE_MS 200
@@ -197,7 +198,9 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen) {
                                             (int)(left < 1000 ? (left > 0 ? left : 1) : 1000),
                                             &r->st, e, sizeof e);
         if (st == SPMD_OK) break;
-        if (st == SPMD_ERR_INVALID || spmd__now_ms() >= deadline) {
+        /* A refusal (wrong secret, version) is final; an absent store is retried. */
+        if (st == SPMD_ERR_INVALID || st == SPMD_ERR_PROTOCOL || st == SPMD_ERR_MISMATCH ||
+            spmd__now_ms() >= deadline) {
             snprintf(err, errlen, "cannot reach the rendezvous store at %s:%d: %s", r->ep_host,
                      r->ep_port, e);
             goto fail;
@@ -231,11 +234,37 @@ static int parse_node(const char *text, member *m) {
     return sscanf(text, "%d %d %71s %255s", &m->claim, &m->nproc, m->role, m->host) == 4 ? 0 : -1;
 }
 
+/* The hosting agent, while too few nodes have joined: 1 (why filled) when
+ * its store refused a client and the nodes are still missing 3 s after we
+ * noticed — a node started with another secret, which has given up already
+ * (docs/SECURITY.md: what a stranger can trigger). */
+static int refused_node(sr_rdzv *r, int rd, int64_t *seen, char *why, size_t len) {
+    uint64_t at = 0;
+    char last[320];
+    if (!r->server || !spmd__store_server_refusals(r->server, &at, last, sizeof last)) return 0;
+    int64_t now = spmd__now_ms();
+    if (!*seen) *seen = now;
+    if (now - *seen < 3000) return 0;
+    snprintf(why, len,
+             "too few nodes joined round %d, and the store refused a client (%s): was a node "
+             "started with another job secret (SPMD_AUTH_TOKEN, SPMD_AUTH_FILE, or another "
+             "host's per-user secret file)?",
+             rd, last);
+    return 1;
+}
+
 static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t errlen) {
     const sr_config *cfg = r->cfg;
     char k[256], why[512];
     key(r, rd, k, sizeof k, "node/%d", cfg->min_nodes);
-    int w = wait_key(r, k, deadline, err, errlen);
+    int w;
+    int64_t seen = 0;
+    for (;;) { /* in 1 s steps, to look at the store's refusals in between */
+        int64_t step = spmd__now_ms() + 1000;
+        w = wait_key(r, k, step < deadline ? step : deadline, err, errlen);
+        if (w != 1 || spmd__now_ms() >= deadline) break;
+        if (refused_node(r, rd, &seen, why, sizeof why)) return set_members_error(r, rd, why, err, errlen);
+    }
     if (w < 0) return -1;
     int64_t n = 0;
     char ck[256];

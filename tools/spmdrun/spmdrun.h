@@ -52,6 +52,7 @@ typedef struct {
     const char *rdzv_backend;      /* "static" or "c10d" */
     int standalone;
     int max_restarts;
+    int on_failure_shrink;         /* --on-failure shrink: a worker killed by a signal does not end the attempt */
     long monitor_interval_ms;
     const char *log_dir;           /* NULL: none (a temporary one if files are asked for) */
     sr_std redirects, tee;

@@ -66,6 +66,8 @@ typedef struct {
     int killed;          /* SIGKILL already sent */
     sr_attempt_result result;
     int root;            /* index of the first failure, -1 none */
+    int lost;            /* --on-failure shrink: workers killed while the others went on */
+    int lost_first;      /* index of the first of them, -1 none */
     int root_stopped;    /* the root cause is a worker that was stopped, not one that exited */
     int *others;         /* indices of other failures */
     int nothers, others_cap;
@@ -223,6 +225,46 @@ static int reap_one(attempt *at, int i) {
     return failed_status(st);
 }
 
+/* --on-failure shrink: a worker killed by a signal is lost, and the others
+ * go on (their groups fail, they shrink); it is taken out of the batch and
+ * said.  A worker that exits with an error still ends the attempt.  Returns
+ * what is left of the batch. */
+static int lose_killed(attempt *at, int *batch, int nb) {
+    int left = 0;
+    for (int k = 0; k < nb; k++) {
+        worker *w = &at->w[batch[k]];
+        if (!WIFSIGNALED(w->status)) {
+            batch[left++] = batch[k];
+            continue;
+        }
+        if (!at->lost++) at->lost_first = batch[k];
+        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure shrink: the "
+                        "other workers go on\n", w->rank, (int)w->pid, WTERMSIG(w->status), strsignal(WTERMSIG(w->status)),
+                w->when);
+    }
+    return left;
+}
+
+/* --on-failure shrink: once no running worker is left but stopped ones (the
+ * others gave up on them by their heartbeats and finished), end them; they
+ * are reaped as lost. */
+static void end_stopped(attempt *at) {
+    int running = 0, stopped = 0;
+    for (int i = 0; i < at->n; i++) {
+        if (!at->w[i].running) continue;
+        running++;
+        stopped += spmd__proc_stopped(at->w[i].pid) == 1;
+    }
+    if (!running || stopped < running) return;
+    for (int i = 0; i < at->n; i++) {
+        worker *w = &at->w[i];
+        if (!w->running) continue;
+        fprintf(stderr, "spmdrun: rank %d (pid %d) is stopped and the other workers are done: ending it\n", w->rank,
+                (int)w->pid);
+        kill(-w->pid, SIGKILL);
+    }
+}
+
 /* Reap every worker that exited.  Failures seen while RUNNING are the
  * attempt's root cause and other failures; their reports are written once the
  * pipes are drained.  The root cause is a death by a signal when the batch has
@@ -244,6 +286,7 @@ static void reap(attempt *at) {
             continue;
         if (reap_one(at, i) && at->ph == RUNNING) batch[nb++] = i;
     }
+    if (at->a->cfg->on_failure_shrink) nb = lose_killed(at, batch, nb);
     if (nb == 0) return;
     int root = batch[0];
     if (!WIFSIGNALED(at->w[root].status)) {
@@ -378,7 +421,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                                void *tick_arg, sr_failure *fail, sr_failure *others,
                                int nothers_cap, int *nothers, char *err, size_t errlen) {
     attempt at = {.a = a, .as = as, .n = as->local_world_size, .ph = RUNNING,
-                  .kill_at_ms = -1, .term_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1,
+                  .kill_at_ms = -1, .term_at_ms = -1, .killed = 0, .result = SR_ATTEMPT_OK, .root = -1, .lost_first = -1,
                   .nothers = 0, .others_cap = nothers_cap};
     memset(fail, 0, sizeof *fail);
     *nothers = 0;
@@ -488,6 +531,7 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
                 at.killed = 1;
             }
             reap(&at);
+            if (a->cfg->on_failure_shrink && at.ph == RUNNING) end_stopped(&at);
         }
         now = spmd__now_ms();
         maybe_term(&at, now);
@@ -528,6 +572,17 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         }
     }
 
+    if (at.lost && at.result == SR_ATTEMPT_OK) {
+        int finished = 0;
+        for (int i = 0; i < at.n; i++) finished += !failed_status(at.w[i].status);
+        if (finished) {
+            fprintf(stderr, "spmdrun: %d worker(s) lost, the other %d finished (--on-failure shrink)\n", at.lost,
+                    finished);
+        } else { /* nobody went on: the first loss is the failure */
+            at.result = SR_ATTEMPT_FAILED;
+            at.root = at.lost_first;
+        }
+    }
     if (at.root >= 0) fill_failure(&at, &at.w[at.root], fail);
     for (int k = 0; k < at.nothers; k++) {
         fill_failure(&at, &at.w[at.others[k]], &others[k]);

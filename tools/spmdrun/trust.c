@@ -41,17 +41,16 @@ int sr_trust_setup(const sr_config *cfg, char *err, size_t errlen) {
     if (spmd__auth_disabled()) {
         fprintf(stderr, "spmdrun: WARNING: SPMD_AUTH=off — the job's store and connections "
                         "accept anyone who can reach their ports\n");
-    } else if (spmd__auth_get(&auth, e, sizeof e) != SPMD_OK) {
+    } else if (spmd__auth_given(&auth, e, sizeof e) != SPMD_OK) {
         snprintf(err, errlen, "%s", e);
         return -1;
-    } else if (!auth.on) {
-        if (cfg->max_nodes > 1) {
-            snprintf(err, errlen,
-                     "a multi-node job needs one job secret on every node: set SPMD_AUTH_TOKEN "
-                     "(e.g. `export SPMD_AUTH_TOKEN=$(openssl rand -hex 32)`) or SPMD_AUTH_FILE "
-                     "(a mode-600 file) for every spmdrun, or SPMD_AUTH=off (unauthenticated)");
+    } else if (!auth.on && cfg->max_nodes > 1) {
+        /* Nodes must share one secret: the per-user file (a shared home). */
+        if (spmd__auth_get(&auth, e, sizeof e) != SPMD_OK) {
+            snprintf(err, errlen, "%s", e);
             return -1;
         }
+    } else if (!auth.on) {
         char token[SPMD_AUTH_TOKEN_CHARS + 1];
         if (spmd_auth_new_token(token) != SPMD_OK || setenv("SPMD_AUTH_TOKEN", token, 1) != 0) {
             snprintf(err, errlen, "cannot generate the job secret");

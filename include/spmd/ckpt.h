@@ -1,0 +1,147 @@
+/* spmd/ckpt.h — sharded checkpoints in torch.distributed.checkpoint's (DCP)
+ * layout: a directory with one `.metadata` file (a pickle of DCP's Metadata)
+ * and the ranks' data files.
+ *
+ * This part: the metadata, decoded without executing anything (a restricted
+ * pickle reader: only an allow-list of opcodes and of DCP's own classes is
+ * accepted, everything else is an error naming it) and encoded as the
+ * classes torch's dcp.load expects.  See docs/DATA.md.
+ *
+ * Ownership: every spmd_dcp_metadata filled by spmd_dcp_metadata_decode owns
+ * its arrays and strings; free with spmd_dcp_metadata_free. */
+#ifndef SPMD_CKPT_H
+#define SPMD_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/group.h"
+#include "spmd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPMD_DCP_MAX_DIMS 8
+
+/* One chunk of a tensor: the box [offsets, offsets + sizes) in the global
+ * tensor's index space. */
+typedef struct {
+    int64_t offsets[SPMD_DCP_MAX_DIMS];
+    int64_t sizes[SPMD_DCP_MAX_DIMS];
+} spmd_dcp_chunk;
+
+/* One state-dict entry: a tensor (its global shape and the chunks saved) or a
+ * bytes item (a BytesStorageMetadata: RNG state, sampler position, ...). */
+typedef struct {
+    char *fqn;      /* the state-dict key, e.g. "model.fc1.weight" */
+    int is_bytes;   /* 1: bytes item (no dtype, shape or chunks) */
+    char dtype[16]; /* torch's name: "float32", "bfloat16", "int64", "bool" ... */
+    int requires_grad;
+    int ndim; /* 0..SPMD_DCP_MAX_DIMS */
+    int64_t size[SPMD_DCP_MAX_DIMS];
+    size_t nchunks;
+    spmd_dcp_chunk *chunks;
+} spmd_dcp_entry;
+
+/* Where one saved item lives: file relative to the checkpoint directory and
+ * the byte range in it (DCP's MetadataIndex -> _StorageInfo). */
+typedef struct {
+    char *fqn;
+    int has_offset; /* tensors: offset of the chunk; bytes items: none */
+    int ndim;
+    int64_t offset[SPMD_DCP_MAX_DIMS];
+    int64_t index;       /* the chunk index hint, -1 when none */
+    char *relative_path; /* e.g. "__0_0.distcp" */
+    uint64_t file_offset, length;
+} spmd_dcp_storage;
+
+typedef struct {
+    size_t nentries;
+    spmd_dcp_entry *entries;
+    size_t nstorage;
+    spmd_dcp_storage *storage;
+} spmd_dcp_metadata;
+
+/* Decode a `.metadata` file's bytes.  Accepts pickle protocols 2-5 as
+ * Python's pickle.dump writes them for DCP's classes; rejects any other
+ * opcode or global, shapes or chunks out of range, more than
+ * SPMD_DCP_MAX_DIMS dims, and inputs over the limits (64 Mi values), with
+ * SPMD_ERR_FORMAT and a message naming the cause and the offset.  what names
+ * the input in messages (a path). */
+spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *what,
+                                     spmd_dcp_metadata *out, char *err, size_t errlen);
+
+/* Read and decode DIR/.metadata (*out is zeroed first: freeable on any
+ * return).  No .metadata: SPMD_ERR_NOTFOUND (an incomplete checkpoint). */
+spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char *err,
+                                   size_t errlen);
+
+/* Encode as a pickle (protocol 2) of torch.distributed.checkpoint.metadata.
+ * Metadata with planner_data {fqn: (fqn,)} (a flat state dict).  *buf is
+ * malloc'd (free it).  Checks what decode checks (SPMD_ERR_INVALID). */
+spmd_status spmd_dcp_metadata_encode(const spmd_dcp_metadata *m, void **buf, size_t *len,
+                                     char *err, size_t errlen);
+
+void spmd_dcp_metadata_free(spmd_dcp_metadata *m);
+
+/* The entry named fqn, or NULL. */
+const spmd_dcp_entry *spmd_dcp_metadata_find(const spmd_dcp_metadata *m, const char *fqn);
+
+/* ---- loading with resharding ---------------------------------------------- */
+/* One tensor (or a box of it) a rank wants: the global shape it expects and
+ * the box [offsets, offsets + sizes) it holds, row-major in data.  A whole
+ * tensor: offsets 0, sizes = global.  A ZeRO-1 slice or a TP row/column
+ * slice: the box of that slice. */
+typedef struct {
+    const char *fqn;
+    const char *dtype; /* torch's name, "float32" ... */
+    int ndim;
+    int64_t global[SPMD_DCP_MAX_DIMS];
+    int64_t offsets[SPMD_DCP_MAX_DIMS];
+    int64_t sizes[SPMD_DCP_MAX_DIMS];
+    void *data; /* prod(sizes) elements */
+} spmd_dcp_shard;
+
+/* Fill each shard from the checkpoint in dir (torch's dcp.save or spmd's),
+ * whatever world size and layout saved it: every saved chunk that overlaps
+ * the box is read (only its own byte range of its file) and the overlap
+ * copied.  Errors name the tensor: SPMD_ERR_NOTFOUND (no such key),
+ * SPMD_ERR_MISMATCH (dtype or global shape differ: both shapes in the
+ * message; or the saved chunks do not cover the box), SPMD_ERR_FORMAT (a
+ * data file that is not what the metadata says), SPMD_ERR_IO. */
+spmd_status spmd_dcp_load(const char *dir, const spmd_dcp_shard *shards, size_t nshards, char *err,
+                          size_t errlen);
+
+/* A bytes item (RNG state, sampler position, step counters kept as bytes):
+ * saved as torch.save(bytes), so torch's dcp.load gives a Python bytes. */
+typedef struct {
+    const char *fqn;
+    const void *data;
+    size_t len;
+} spmd_dcp_bytes;
+
+/* Collective over g (every rank calls it; g NULL: one process): each rank
+ * passes the boxes of tensors it holds (spmd_dcp_shard with offsets/sizes
+ * in the global tensor, data row-major) and its bytes items.  The plans are
+ * all-gathered; a box held by several ranks (replicas: DP copies, whole
+ * tensors) is written once, by the lowest rank holding it; ranks that
+ * disagree on a tensor's dtype or global shape fail on every rank with both
+ * shapes named.  Rank r writes dir/__r_0.distcp (through a temporary, fsync,
+ * rename); rank 0 writes dir/.metadata only after every rank reported its
+ * file written and synced, and it removes .metadata first: a save killed at
+ * any point leaves no checkpoint that looks complete.  Temporaries of a
+ * killed save and data files of a larger earlier world are removed.  The
+ * status is agreed: every rank returns the same success or failure. */
+spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *shards,
+                          size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                          size_t errlen);
+
+/* A bytes item of the checkpoint in dir (torch.save of a bytes or str
+ * object); *data is malloc'd. */
+spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len,
+                                char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* src/ckpt/ckpt_internal.h — what the files of src/ckpt share. */
+#ifndef SPMD_CKPT_INTERNAL_H
+#define SPMD_CKPT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spmd/ckpt.h"
+
+/* The rules every metadata obeys, decoded or about to be encoded: keys
+ * unique, each storage item naming a tensor entry and one of its chunks
+ * (offset and rank equal) or a bytes entry (no offset).  Errors are st,
+ * with a message prefixed by what. */
+spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *err,
+                            size_t errlen, spmd_status st);
+
+/* Read a whole regular file of at most max bytes into a malloc'd buffer. */
+spmd_status spmd__read_small_file(const char *path, size_t max, void **buf, size_t *len,
+                                  char *err, size_t errlen);
+
+/* ---- torch.save archives (torch_zip.c) ------------------------------------ */
+/* The stored entry <archive>/<suffix> of the zip z[0..n) (exactly one
+ * directory level, as torch.save names them). */
+spmd_status spmd__zip_find(const uint8_t *z, size_t n, const char *suffix, const uint8_t **data,
+                           uint64_t *size, const char *what, char *err, size_t errlen);
+
+/* One tensor saved by torch.save: data points into the archive's buffer. */
+typedef struct {
+    char dtype[16];
+    size_t elsize;
+    int ndim;
+    int64_t shape[SPMD_DCP_MAX_DIMS];
+    const uint8_t *data;
+    uint64_t nbytes; /* prod(shape) * elsize */
+} spmd__torch_tensor;
+
+spmd_status spmd__torch_tensor_parse(const uint8_t *z, size_t n, const char *what,
+                                     spmd__torch_tensor *t, char *err, size_t errlen);
+
+/* Element size of a torch dtype name a tensor item may have (0: none). */
+size_t spmd__dcp_dtype_size(const char *dtype);
+/* torch's storage class for a dtype ("FloatStorage"), or NULL. */
+const char *spmd__dcp_storage_class(const char *dtype);
+
+/* ---- writing torch.save archives (torch_save.c) --------------------------- */
+struct spmd__pw;
+/* Append torch.save(tensor) of a contiguous tensor (< 4 GiB) to w. */
+spmd_status spmd__torch_save_tensor(struct spmd__pw *w, const char *dtype, int ndim,
+                                    const int64_t *shape, const void *data);
+/* Append torch.save(bytes(data)) to w. */
+spmd_status spmd__torch_save_bytes(struct spmd__pw *w, const void *data, size_t len);
+/* The bytes object of a torch.save archive (a copy, malloc'd). */
+spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
+                                    size_t *len, char *err, size_t errlen);
+
+/* The byte range of one storage item, read from its file (malloc'd). */
+spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
+                                 size_t errlen);
+
+#endif

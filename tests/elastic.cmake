@@ -1,0 +1,21 @@
+# Recovery in place (issue 25, docs/RELIABILITY.md "Recovery in place"): a
+# killed rank revokes the group on every path; the survivors shrink and go on.
+spmd_test(test_elastic_revoke SOURCES mp/test_elastic_revoke.c LABELS mp fault elastic TIMEOUT 240)
+spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault elastic TIMEOUT 400)
+spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
+# The one-page example: a rank killed mid-training (rank 0, the store's host,
+# and rank 2), the survivors shrink and finish with bit-identical weights.
+foreach(victim 0 2)
+  add_test(NAME example_elastic_sgd_${victim} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_elastic_sgd.sh
+           ${PROJECT_BINARY_DIR}/examples ${victim})
+  set_tests_properties(example_elastic_sgd_${victim} PROPERTIES TIMEOUT 120 LABELS "example;elastic")
+endforeach()
+# spmdrun --on-failure shrink keeps the survivors running (rank 0 and rank 3 killed).
+foreach(victim 0 3)
+  add_test(NAME spmdrun_on_failure_shrink_${victim} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
+           $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples ${victim})
+  set_tests_properties(spmdrun_on_failure_shrink_${victim} PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
+endforeach()
+add_test(NAME spmdrun_on_failure_shrink_stopped COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
+         $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples 2 stop)
+set_tests_properties(spmdrun_on_failure_shrink_stopped PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")

@@ -1,0 +1,49 @@
+/* fuzz_torch_item.c — libFuzzer harness for the reader of one DCP data item
+ * (a torch.save archive: zip directory, zip64 records, the restricted
+ * data.pkl, the storage entry).  An accepted tensor's bytes must lie inside
+ * the input and match its shape; a refusal must name the input (abort() = a
+ * finding).  Seeds: archives written by spmd's torch.save writer. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ckpt/ckpt_internal.h"
+#include "ckpt/pickle.h"
+#include "fuzz/fuzz_prop.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+size_t fuzz_seed_input(unsigned i, uint8_t *buf, size_t cap);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    spmd__torch_tensor t;
+    char err[512];
+    if (spmd__torch_tensor_parse(data, size, "fuzz", &t, err, sizeof err) == SPMD_OK) {
+        REQUIRE_PROP(t.data >= data && t.nbytes <= size && (size_t)(t.data - data) <= size - t.nbytes);
+        uint64_t n = t.elsize;
+        for (int d = 0; d < t.ndim; d++) n *= (uint64_t)t.shape[d];
+        REQUIRE_PROP(n == t.nbytes && t.ndim <= SPMD_DCP_MAX_DIMS);
+    } else {
+        REQUIRE_PROP(memchr(err, 0, sizeof err) && strstr(err, "fuzz"));
+    }
+    void *b = NULL;
+    size_t len = 0;
+    if (spmd__torch_bytes_parse(data, size, "fuzz", &b, &len, err, sizeof err) == SPMD_OK) {
+        REQUIRE_PROP(len <= size);
+        free(b);
+    } else {
+        REQUIRE_PROP(strstr(err, "fuzz"));
+    }
+    return 0;
+}
+
+size_t fuzz_seed_input(unsigned i, uint8_t *buf, size_t cap) {
+    static const float f[6] = {1, 2, 3, 4, 5, 6};
+    static const int64_t shapes[3][2] = {{2, 3}, {6, 1}, {0, 0}};
+    spmd__pw w = {0};
+    if (i % 4 == 3) spmd__torch_save_bytes(&w, "rng-state", 9);
+    else spmd__torch_save_tensor(&w, i % 2 ? "int32" : "float32", (int)(i % 4 == 2 ? 0 : 2), shapes[i % 3], f);
+    size_t n = w.failed || w.len > cap ? 0 : w.len;
+    if (n) memcpy(buf, w.buf, n);
+    free(w.buf);
+    return n;
+}
