@@ -11,7 +11,7 @@ SPMD_WITH_TORCH ?= ON
 # built and tested without MPI too.
 SPMD_WITH_MPI ?= ON
 
-.PHONY: all build demo check test test-asan test-tsan test-clang install clean
+.PHONY: all build demo check test test-asan test-tsan test-clang check-torch2 torch-suite torch-suite2 install clean
 
 all: build
 
@@ -55,11 +55,33 @@ test-clang:
 	$(CMAKE) --build build-clang -j $(JOBS)
 	cd build-clang && ctest -j $(JOBS) --output-on-failure
 
-check: test test-asan test-tsan test-clang
+# torch 2.x: spmd_torch built against Debian 13's torch 2.6 and its tests
+# (label torch) run, inside a Debian 13 root that scripts/torch2-root.sh makes
+# with debootstrap the first time and reuses after (the source tree is bound
+# into it; the build dir is $(TORCH2_BUILD)).  Part of `make check` wherever
+# debootstrap is installed.
+TORCH2_BUILD ?= build-torch2
+check-torch2:
+	./scripts/torch2-root.sh run -- sh -c 'cmake -S . -B $(TORCH2_BUILD) -DSPMD_WERROR=ON \
+		-DSPMD_WITH_TORCH=ON -DSPMD_WITH_MPI=ON >/dev/null && \
+		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch spmdrun && \
+		cd $(TORCH2_BUILD) && ctest -j $(JOBS) --output-on-failure -L torch'
+# torch's own distributed suite (tests/torch/suite), gloo against spmd at
+# world 2 and 3: on this machine's torch, and on torch 2.6 in the root.
+# Results in out/torch-suite*/ (JSON per run; compare.py's report).
+torch-suite: build
+	tests/torch/suite/run_all.sh $(BUILD) out/torch-suite
+torch-suite2:
+	./scripts/torch2-root.sh run -- sh -c 'cmake -S . -B $(TORCH2_BUILD) -DSPMD_WITH_TORCH=ON >/dev/null && \
+		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch && \
+		tests/torch/suite/run_all.sh $(TORCH2_BUILD) out/torch-suite2'
+TORCH2_CHECK := $(if $(shell command -v debootstrap || command -v /usr/sbin/debootstrap),check-torch2)
+
+check: test test-asan test-tsan test-clang $(TORCH2_CHECK)
 	@echo "check: normal, ASan+UBSan, TSan and clang suites passed"
 
 install: build
 	$(CMAKE) --install $(BUILD)
 
 clean:
-	rm -rf build build-asan build-tsan build-clang
+	rm -rf build build-asan build-tsan build-clang $(TORCH2_BUILD)

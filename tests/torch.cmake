@@ -28,6 +28,19 @@ if(TARGET spmd_torch)
     spmd_torch_test(torch_seed004_p2p_${launcher} ${launcher} 2 seed004_p2p.py)
     spmd_torch_test(torch_ops_${launcher} ${launcher} 3 torch_ops.py)
   endforeach()
+  # torch 2.x: the backend under torch's named ProcessGroup, functional
+  # collectives, a 2-D DeviceMesh, coalesced ops (APIs torch 1.13 lacks)
+  if(SPMD_TORCH_MAJOR GREATER_EQUAL 2)
+    foreach(launcher torchrun spmdrun)
+      spmd_torch_test(torch2_api_${launcher} ${launcher} 4 torch2_api.py)
+    endforeach()
+  endif()
+  # The README's pip path, installed into a temporary directory and used
+  # alone.  It builds libspmd and the module from scratch: one at a time.
+  add_test(NAME torch_pip_install
+           COMMAND ${SPMD_PYTHON} ${TORCH_TEST_DIR}/pip_install.py ${PROJECT_SOURCE_DIR})
+  set_tests_properties(torch_pip_install PROPERTIES TIMEOUT 1800 LABELS "torch;no-asan;no-tsan"
+    RESOURCE_LOCK spmd_torch_pip)
   spmd_torch_test(torch_init_methods python 1 torch_init_methods.py)
   spmd_torch_test(torch_failure python 1 torch_failure.py)
 endif()

@@ -2,7 +2,7 @@
 """Run a torch test program on the spmd backend: run.py MODE NPROC SCRIPT [ARGS...]
 
 MODE python   — the script starts its own processes (mp.spawn, Process)
-     torchrun — torchrun (tests/launcher/torchrun_py311.py), NPROC workers on one node
+     torchrun — torchrun (torchrun_compat.py), NPROC workers on one node
      spmdrun  — spmdrun --standalone, NPROC workers
 
 SPMDRUN (the spmdrun binary) and SPMD_TORCH_PATH (where spmd_torch is
@@ -26,9 +26,8 @@ def main():
     if mode == "python":
         cmd = [py, script] + args
     elif mode == "torchrun":
-        # Debian's torch 1.13 torchrun needs a fix to start under Python 3.11.
-        wrapper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher",
-                               "torchrun_py311.py")
+        # Debian's torchrun needs fixes to start (torchrun_compat.py).
+        wrapper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun_compat.py")
         cmd = [py, wrapper, "--nnodes", "1", "--nproc_per_node", nproc,
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
                "--monitor_interval", "0.1", script] + args

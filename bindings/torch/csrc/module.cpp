@@ -12,7 +12,9 @@ namespace py = pybind11;
 
 namespace {
 
-c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(
+// torch 1.x: the process group itself; 2.x: the CPU backend torch wraps in
+// its ProcessGroup.
+c10::intrusive_ptr<spmd_torch::BackendBase> createProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
   return c10::make_intrusive<spmd_torch::ProcessGroupSpmd>(store, rank, size, timeout);
@@ -31,6 +33,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("create_process_group", &createProcessGroup, py::arg("store"), py::arg("rank"),
         py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "A process group of the spmd backend (torch calls this through register_backend).");
+  m.attr("backend_api") = py::bool_(SPMD_TORCH_BACKEND_API);
   m.def("spmd_store", &createStore, py::arg("host"), py::arg("port"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "A torch Store over an spmd store server (spmdrun's agent store).");

@@ -1,4 +1,4 @@
-// process_group.cpp — every c10d operation torch 1.13 calls, issued on spmd's
+// process_group.cpp — every c10d operation torch calls, issued on spmd's
 // async collectives and point-to-point calls.  Each returns at once with a
 // WorkSpmd; the operation runs on spmd's executor / progress thread.
 #include "process_group.hpp"
@@ -21,7 +21,7 @@ GroupState::~GroupState() {
 
 ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size) {
+    : BackendBase(rank, size) {
   TORCH_CHECK(store, "spmd: no store given");
   auto state = std::make_shared<GroupState>();
   Rendezvous r = rendezvous(*store, rank, size, timeout);
@@ -260,6 +260,74 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_reduce_scatter_base(
   SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, input.data_ptr(), output.data_ptr(),
                                           (size_t)output.numel(), dt, op, nullptr, &h_), true);
 }
+
+#if SPMD_TORCH_BACKEND_API
+namespace {
+// The pairs of a coalesced op: as many outputs as inputs.
+void checkPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                const char* what) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "spmd ", what,
+              ": expected as many outputs as inputs (", outputs.size(), " and ", inputs.size(),
+              ")");
+}
+}  // namespace
+
+// One spmd collective per pair, issued in order on one work.
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather_into_tensor_coalesced";
+  checkPairs(outputs, inputs, what);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkTensor(inputs[i], what);
+    checkTensor(outputs[i], what);
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
+                    outputs[i].numel() == inputs[i].numel() * size_,
+                "spmd ", what, ": output ", i, " must hold world_size (", size_,
+                ") times input ", i, "'s elements, of the same dtype");
+  }
+  auto w = newWork(OpType::COALESCED, what, outputs);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    w->keepAlive(inputs[i]);
+    spmd_work* h = nullptr;
+    spmd_status st = spmd_all_gather_async(group_, inputs[i].data_ptr(), outputs[i].data_ptr(),
+                                           inputs[i].nbytes(), SPMD_U8, nullptr, &h);
+    if (h) w->addHandle(h);
+    if (st != SPMD_OK) return issued(w, st, true);
+  }
+  return issued(w, SPMD_OK, true);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter_tensor_coalesced";
+  checkPairs(outputs, inputs, what);
+  std::vector<spmd_dtype> dts;
+  std::vector<spmd_op> ops;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkTensor(inputs[i], what);
+    checkTensor(outputs[i], what);
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
+                    inputs[i].numel() == outputs[i].numel() * size_,
+                "spmd ", what, ": input ", i, " must hold world_size (", size_,
+                ") times output ", i, "'s elements, of the same dtype");
+    dts.push_back(reduceDtype(outputs[i], what));
+    ops.push_back(reduceOp(opts.reduceOp, outputs[i], what));
+  }
+  auto w = newWork(OpType::COALESCED, what, outputs);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    w->keepAlive(inputs[i]);
+    spmd_work* h = nullptr;
+    spmd_status st = spmd_reduce_scatter_async(group_, inputs[i].data_ptr(),
+                                               outputs[i].data_ptr(), (size_t)outputs[i].numel(),
+                                               dts[i], ops[i], nullptr, &h);
+    if (h) w->addHandle(h);
+    if (st != SPMD_OK) return issued(w, st, true);
+  }
+  return issued(w, SPMD_OK, true);
+}
+#endif
 
 namespace {
 // Byte counts and displacements of an all-to-all over the first dimension.

@@ -1,14 +1,15 @@
-// process_group.hpp — c10d::ProcessGroup over one spmd group.
+// process_group.hpp — torch's backend interface over one spmd group: a
+// c10d::ProcessGroup on torch 1.x, a c10d::Backend on 2.x (torch_compat.hpp).
 #pragma once
 
 #include <spmd/spmd.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "torch_compat.hpp"
 #include "work.hpp"
 
 namespace spmd_torch {
@@ -22,7 +23,7 @@ struct GroupState {
   ~GroupState();
 };
 
-class ProcessGroupSpmd : public c10d::ProcessGroup {
+class ProcessGroupSpmd : public BackendBase {
  public:
   // Rendezvous through torch's store (rendezvous.cpp); blocks until every
   // rank has joined or `timeout` passes.
@@ -73,6 +74,16 @@ class ProcessGroupSpmd : public c10d::ProcessGroup {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
+#if SPMD_TORCH_BACKEND_API
+  // torch 2.x: all_gather_into_tensor / reduce_scatter_tensor under
+  // _coalescing_manager (FSDP).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
 
   spmd_group* group() const { return group_; }
 

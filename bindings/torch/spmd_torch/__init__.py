@@ -23,7 +23,13 @@ __all__ = ["create_process_group"]
 create_process_group = _C.create_process_group
 
 if "SPMD" not in dist.Backend._plugins:
-    dist.Backend.register_backend("spmd", _C.create_process_group)
+    if _C.backend_api:
+        # torch 2.x: a c10d.Backend for CPU tensors, which torch wraps in its
+        # own ProcessGroup (named, so functional collectives and DeviceMesh
+        # find it; _get_backend(torch.device("cpu")) returns it).
+        dist.Backend.register_backend("spmd", _C.create_process_group, devices=["cpu"])
+    else:
+        dist.Backend.register_backend("spmd", _C.create_process_group)
 
 
 def _under_spmdrun():
@@ -33,13 +39,32 @@ def _under_spmdrun():
 _torch_create_c10d_store = _rdzv._create_c10d_store
 
 
-def _create_c10d_store(hostname, port, rank, world_size, timeout):
+def _create_c10d_store(hostname, port, rank, world_size, timeout, *args, **kwargs):
     # spmdrun's agent store speaks spmd's store protocol; every other store is
-    # torch's own.
+    # torch's own (whatever further arguments this torch passes: use_libuv
+    # since 2.4).
     if _under_spmdrun() and str(hostname) == os.environ.get("MASTER_ADDR") and \
             str(port) == os.environ.get("MASTER_PORT"):
         return _C.spmd_store(hostname, int(port), timeout)
-    return _torch_create_c10d_store(hostname, port, rank, world_size, timeout)
+    try:
+        return _torch_create_c10d_store(hostname, port, rank, world_size, timeout, *args, **kwargs)
+    except RuntimeError as e:
+        # Debian 13's torch 2.6 is built without libuv, yet its TCPStore asks
+        # for libuv by default (and USE_LIBUV=0 does not reach every path):
+        # env:// and tcp:// fail for every backend.  Make torch's rendezvous
+        # use the classic TCPStore from now on.
+        if "libuv" not in str(e) or _rdzv.TCPStore is _ClassicTCPStore:
+            raise
+        _rdzv.TCPStore = _ClassicTCPStore
+        return _torch_create_c10d_store(hostname, port, rank, world_size, timeout, *args, **kwargs)
+
+
+class _ClassicTCPStore(dist.TCPStore):
+    """torch's TCPStore without libuv, whatever the caller asks for."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["use_libuv"] = False
+        super().__init__(*args, **kwargs)
 
 
 _rdzv._create_c10d_store = _create_c10d_store
