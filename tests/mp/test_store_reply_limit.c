@@ -181,7 +181,12 @@ int main(void) {
     size_t hwm = proc_mem(pid, "VmHWM");
     fprintf(stderr, "store: resident %zu MiB before the value, peak %zu MiB (VmHWM), charged peak "
                     "%zu MiB, limit %zu MiB\n", base >> 20, hwm >> 20, m.peak >> 20, LIMIT >> 20);
+    /* ThreadSanitizer's shadow memory (several bytes for every byte the store
+     * touches) counts in VmHWM: there, only the server's own count is judged
+     * (979 MiB resident for 194 MiB charged in a TSan build). */
+#if !defined(__SANITIZE_THREAD__)
     CHECK(hwm > base && hwm - base <= LIMIT);
+#endif
     CHECK(m.peak <= LIMIT);
 
     /* The slow clients read at last and get every reply. */
