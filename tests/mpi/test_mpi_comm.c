@@ -37,8 +37,13 @@ static int rank = -1;
     } while (0)
 
 /* spmd's executor threads in this process, by the name they give
- * themselves (Open MPI starts and ends threads of its own meanwhile). */
-static int executors_now(void) {
+ * themselves (Open MPI starts and ends threads of its own meanwhile), as a
+ * set of thread ids.  A set, not a count: a thread the last round joined can
+ * stay listed in /proc/self/task for a moment after pthread_join returns (the
+ * kernel clears the joined tid before it reaps the task), so counts taken a
+ * moment apart can see an old thread leave while a new one starts. */
+enum { MAX_EXEC = 64 };
+static int executors_now(long *tids) {
     DIR *d = opendir("/proc/self/task");
     int n = 0;
     if (!d) return -1;
@@ -48,18 +53,30 @@ static int executors_now(void) {
         snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
         FILE *f = fopen(path, "r");
         if (!f) continue;
-        if (fgets(comm, sizeof comm, f) && !strcmp(comm, "spmd-exec\n")) n++;
+        if (fgets(comm, sizeof comm, f) && !strcmp(comm, "spmd-exec\n") && n < MAX_EXEC) tids[n++] = atol(e->d_name);
         fclose(f);
     }
     closedir(d);
     return n;
 }
 
+/* Executor threads in `now` that were not in `before`. */
+static int new_executors(const long *before, int nb, const long *now, int nn) {
+    int fresh = 0;
+    for (int i = 0; i < nn; i++) {
+        int seen = 0;
+        for (int j = 0; j < nb && !seen; j++) seen = now[i] == before[j];
+        fresh += !seen;
+    }
+    return fresh;
+}
+
 /* The halves and the whole world at once, interleaved.  check_threads: an
  * async collective in flight has its executor thread (MPI_THREAD_MULTIPLE)
  * or none (below). */
 static int two_groups(MPI_Comm half, int world, int check_threads) {
-    const int t0 = executors_now();
+    long before[MAX_EXEC], now[MAX_EXEC];
+    const int t0 = executors_now(before);
     int hr, hs;
     MPI_Comm_rank(half, &hr);
     MPI_Comm_size(half, &hs);
@@ -91,9 +108,12 @@ static int two_groups(MPI_Comm half, int world, int check_threads) {
     spmd_work *w = NULL;
     REQ_OK(h, spmd_all_reduce_async(h, a, a, N, SPMD_F64, SPMD_SUM, NULL, &w));
     if (check_threads) {
-        const int t1 = executors_now(), spmds = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
-        if (t1 != t0 + spmds) fprintf(stderr, "rank %d: %d executor threads before, %d with the async collective\n", rank, t0, t1);
-        REQ(t1 == t0 + spmds);
+        const int t1 = executors_now(now), spmds = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
+        const int fresh = t0 < 0 || t1 < 0 ? -1 : new_executors(before, t0, now, t1);
+        if (fresh != spmds)
+            fprintf(stderr, "rank %d: %d executor threads before, %d with the async collective, %d of them new\n", rank, t0,
+                    t1, fresh);
+        REQ(fresh == spmds);
     }
     REQ_OK(all, spmd_all_reduce(all, b, b, N, SPMD_F64, SPMD_MAX));
     if (provided == MPI_THREAD_SERIALIZED) REQ(spmd_work_test(w) != SPMD_ERR_AGAIN); /* test runs it */
