@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include "harness.h"
 #include "train_util.h"
+#include "../train/dcp_compare.h"
 #include "spmd/data.h"
 
 #if !defined(SPMD_TRAIN_EXE) || !defined(SPMDRUN_EXE)
@@ -70,63 +71,30 @@ static int run(int world, char **args) {
 }
 
 /* Largest |a - b| / (|b| + 1) over the model and (with_optim) optimizer
- * tensors of two checkpoints (the trainer's own rows — position, per-rank
- * RNGs — differ with the world size and are skipped); -1 when they cannot be
- * compared. */
+ * tensors of two runs' newest checkpoints (the trainer's own items —
+ * position, per-rank RNGs — differ with the world size and are skipped); -1
+ * when they cannot be compared. */
 static double max_diff_sel(const char *a, const char *b, int with_optim) {
-    spmd_ckpt *ca = NULL, *cb = NULL;
-    char err[512];
-    if (spmd_ckpt_open(a, &ca, err, sizeof err) != SPMD_OK || spmd_ckpt_open(b, &cb, err, sizeof err) != SPMD_OK) {
-        fprintf(stderr, "open: %s\n", err);
-        spmd_ckpt_close(ca);
+    static const char *const all[] = {"model.", "optim.", NULL}, *const model[] = {"model.", NULL};
+    char da[1100], db[1100];
+    double d;
+    int same;
+    if (dcp_newest(a, da, sizeof da) || dcp_newest(b, db, sizeof db)) {
+        fprintf(stderr, "no checkpoint in %s or %s\n", a, b);
         return -1;
     }
-    double worst = 0;
-    size_t compared = 0;
-    for (size_t i = 0; i < spmd_ckpt_count(ca) && worst >= 0; i++) {
-        spmd_ckpt_info ia, ib;
-        if (spmd_ckpt_info_at(ca, i, &ia) != SPMD_OK) { worst = -1; break; }
-        if (strncmp(ia.name, "trainer.", 8) == 0) continue;
-        if (!with_optim && strncmp(ia.name, "optimizer.", 10) == 0) continue;
-        if (spmd_ckpt_find(cb, ia.name, &ib) != SPMD_OK || ia.nbytes != ib.nbytes || ia.dtype != SPMD_F32) {
-            fprintf(stderr, "tensor %s missing or of another shape\n", ia.name);
-            worst = -1;
-            break;
-        }
-        spmd_ckpt_tensor ta = {ia.name, ia.dtype, ia.ndim, {0}, malloc(ia.nbytes + 1)};
-        spmd_ckpt_tensor tb = {ib.name, ib.dtype, ib.ndim, {0}, malloc(ib.nbytes + 1)};
-        memcpy(ta.shape, ia.shape, sizeof ta.shape);
-        memcpy(tb.shape, ib.shape, sizeof tb.shape);
-        if (!ta.data || !tb.data || spmd_ckpt_read(ca, &ta, err, sizeof err) != SPMD_OK ||
-            spmd_ckpt_read(cb, &tb, err, sizeof err) != SPMD_OK) {
-            worst = -1;
-        } else {
-            const float *x = ta.data, *y = tb.data;
-            double here = 0;
-            for (size_t k = 0; k < ia.nbytes / sizeof(float); k++) {
-                double d = fabs((double)x[k] - y[k]) / (fabs((double)y[k]) + 1.0);
-                if (!(d <= here)) here = d;   /* NaN counts as worst */
-            }
-            if (getenv("SPMD_TEST_VERBOSE")) fprintf(stderr, "  %-40s %g\n", ia.name, here);
-            if (here > worst || isnan(here)) worst = isnan(here) ? INFINITY : here;
-            compared++;
-        }
-        free(ta.data);
-        free(tb.data);
-    }
-    spmd_ckpt_close(ca);
-    spmd_ckpt_close(cb);
-    return compared ? worst : -1;
+    return dcp_compare_rel(da, db, with_optim ? all : model, 1, &d, &same) == 0 ? d : -1;
 }
 
 static double max_diff(const char *a, const char *b) { return max_diff_sel(a, b, 1); }
 
+/* A run's checkpoint folder (its newest step-N is compared). */
 static void ckpt_file(char *out, size_t len, const char *run_name) {
-    snprintf(out, len, "%s/%s/checkpoint.safetensors", tmpdir, run_name);
+    snprintf(out, len, "%s/%s", tmpdir, run_name);
 }
 
 /* The CNN on a small prefix with dropout (each rank its own stream), with
- * the extra flags; writes tmpdir/<name>/checkpoint.safetensors. */
+ * the extra flags; writes tmpdir/<name>/step-N. */
 static int cnn_run4(const char *name, const char *f1, const char *f2, const char *f3, const char *f4) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);

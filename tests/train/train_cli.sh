@@ -3,7 +3,7 @@
 # fit the model are refused before the first step (7); a state_dict or a
 # checkpoint of another model is refused naming the tensor or the model (7);
 # corrupt or nonsensical checkpoints are explained at world 1, and a resume
-# clears the temporaries of killed saves (8); --plot into a missing folder
+# skips a save killed before its .metadata (8); --plot into a missing folder
 # fails at once, a plot is written otherwise (12); the progress line has an
 # ETA, shows under spmdrun on a terminal and never wraps (12).
 # usage: train_cli.sh SPMD_TRAIN SPMDRUN
@@ -76,54 +76,60 @@ run save_mlp 0 "$TRAIN" --model mlp $Q --steps 2 --save-model "$TMP/mlp.safetens
 run load_wrong 1 "$TRAIN" --model cnn $Q --epochs 0 --load-model "$TMP/mlp.safetensors"
 has load_wrong.err "conv1.weight"
 run ck_mlp 0 "$TRAIN" --model mlp $Q --steps 2 --checkpoint-dir "$TMP/ck"
+[ -s "$TMP/ck/step-2/.metadata" ] && [ -s "$TMP/ck/step-2/__0_0.distcp" ] || fail "--checkpoint-dir wrote no DIR/step-2"
 run resume_wrong 1 "$TRAIN" --model cnn $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
 has resume_wrong.err "holds a mlp model; this run trains cnn"
+run resume_optim 1 "$TRAIN" --model mlp $Q --steps 4 --optimizer adam --resume "$TMP/ck"
+has resume_optim.err "holds a sgd optimizer state; this run uses adam"
 
 # 8. corrupt checkpoints at world 1: what is wrong with the file, not "ranks disagree"
-cp "$TMP/ck/checkpoint.safetensors" "$TMP/good.safetensors"
-patch_state() { # FIELD VALUE: set trainer.state[FIELD] in the checkpoint
-    python3 - "$TMP/ck/checkpoint.safetensors" "$1" "$2" <<'PY'
-import json, struct, sys
+cp -r "$TMP/ck/step-2" "$TMP/good"
+patch_state() { # FIELD VALUE: set trainer.state[FIELD] in the rank file (stored uncompressed)
+    python3 - "$TMP/ck/step-2/__0_0.distcp" "$1" "$2" <<'PY'
+import struct, sys
 path, field, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 b = bytearray(open(path, "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-hdr = json.loads(b[8:8 + n])
-start = 8 + n + hdr["trainer.state"]["data_offsets"][0] + 8 * field
-b[start:start + 8] = struct.pack("<q", value)
+# epoch 0, step 2 of the epoch, 2 steps, 2 optimizer steps, world 1, 1 replica, batch 16, pp 1, tp 1, no ZeRO, version 1
+state = struct.pack("<11q", 0, 2, 2, 2, 1, 1, 16, 1, 1, 0, 1)
+at = b.find(state)
+assert at >= 0 and b.find(state, at + 1) < 0, "trainer.state not found once"
+b[at + 8 * field:at + 8 * field + 8] = struct.pack("<q", value)
 open(path, "wb").write(b)
 PY
 }
 i=0
-for case in "0 -9223372036854775808" "0 -1" "1 -5" "2 -1" "1 1000" "3 99" "4 3"; do
-    cp "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors"
+for case in "0 -9223372036854775808" "0 -1" "1 -5" "2 -1" "3 99" "5 0" "6 0" "10 7"; do
+    rm -rf "$TMP/ck/step-2" && cp -r "$TMP/good" "$TMP/ck/step-2"
     patch_state $case
     i=$((i + 1))
     run "state$i" 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
     has "state$i.err" "trainer.state is not a position this run can continue from"
     grep -qi "disagree" "$TMP/state$i.err" && fail "state$i: reported as a disagreement of ranks"
 done
-head -c 100 "$TMP/good.safetensors" >"$TMP/ck/checkpoint.safetensors"
+rm -rf "$TMP/ck/step-2" && cp -r "$TMP/good" "$TMP/ck/step-2"
+head -c 100 "$TMP/good/__0_0.distcp" >"$TMP/ck/step-2/__0_0.distcp"
 run truncated 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
 grep -qi "disagree" "$TMP/truncated.err" && fail "a truncated checkpoint is reported as a disagreement of ranks"
-has truncated.err "checkpoint.safetensors"
+has truncated.err "__0_0.distcp"
 
-# issue 29: a checkpoint of non-finite weights (a diverged run) is refused, naming the file and the
-# tensor; --allow-nonfinite-checkpoint resumes it with a warning
-python3 - "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors" <<'PY'
-import json, struct, sys
-b = bytearray(open(sys.argv[1], "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-hdr = json.loads(b[8:8 + n])
-s, e = hdr["fc2.weight"]["data_offsets"]
-b[8 + n + s:8 + n + e] = struct.pack("<f", float("nan")) * ((e - s) // 4)
-open(sys.argv[2], "wb").write(b)
-PY
-run nan_ckpt 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
-has nan_ckpt.err "$TMP/ck/checkpoint.safetensors: tensor fc2.weight holds"
+# issue 29: a checkpoint of non-finite weights (a diverged run: lr 1e38) is refused, naming the
+# folder and the tensor; --allow-nonfinite-checkpoint resumes it with a warning
+run diverge 0 "$TRAIN" --model mlp $Q --steps 3 --lr 1e38 --checkpoint-dir "$TMP/nan"
+run nan_ckpt 1 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/nan" --resume
+has nan_ckpt.err "$TMP/nan/step-3: tensor model.fc1.weight holds"
 has nan_ckpt.err "non-finite"
-run nan_allowed 0 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume --allow-nonfinite-checkpoint
+run nan_allowed 0 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/nan" --resume --allow-nonfinite-checkpoint
 has nan_allowed.err "WARNING"
-has nan_allowed.err "fc2.weight"
+has nan_allowed.err "fc1.weight"
+
+# 8. a save killed before its .metadata (a step folder without one) is not taken for a checkpoint:
+# the newest complete one is resumed
+rm -rf "$TMP/ck/step-2" && cp -r "$TMP/good" "$TMP/ck/step-2"
+mkdir -p "$TMP/ck/step-99" && cp "$TMP/good/__0_0.distcp" "$TMP/ck/step-99/"
+run resume_ok 0 "$TRAIN" --model mlp --data "$TMP/small" --train-samples 96 --batch-size 16 --no-eval --steps 4 \
+    --checkpoint-dir "$TMP/ck" --resume
+has resume_ok.out "resumed from $TMP/ck/step-2: epoch 1, step 2"
+[ -s "$TMP/ck/step-4/.metadata" ] || fail "the resumed run wrote no step-4 checkpoint"
 
 # issue 23: under srun without --mpi (Slurm's variables, no WORLD_SIZE) the tasks train as one group
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -160,17 +166,6 @@ torchrun_env 1 "$SECRET_B" >/dev/null 2>"$TMP/tjoin1.err"
 wait $JOIN0
 has tjoin1.err "spmd-train: rank 1: cannot join the group"
 grep -q "protocol violation" "$TMP/tjoin1.err" && fail "a refused join is called a protocol violation"
-
-# 8. the temporaries of killed saves go at the next resume; a live writer's stay
-cp "$TMP/good.safetensors" "$TMP/ck/checkpoint.safetensors"
-sh -c 'exit 0' & DEAD=$!
-wait $DEAD
-HOST=$(hostname)
-: >"$TMP/ck/.checkpoint.safetensors.tmp-$HOST-$DEAD-abcdef"
-: >"$TMP/ck/.checkpoint.safetensors.tmp-$HOST-1-abcdef"
-run resume_ok 0 "$TRAIN" --model mlp $Q --steps 4 --checkpoint-dir "$TMP/ck" --resume
-[ -e "$TMP/ck/.checkpoint.safetensors.tmp-$HOST-$DEAD-abcdef" ] && fail "a dead writer's temporary survived the resume"
-[ -e "$TMP/ck/.checkpoint.safetensors.tmp-$HOST-1-abcdef" ] || fail "a live writer's temporary was removed"
 
 # 12. the progress line: on a terminal under spmdrun, with an ETA, never wider than the terminal
 if command -v script >/dev/null 2>&1; then

@@ -26,6 +26,7 @@ typedef struct {
     /* position: the next step is step_in_epoch of epoch; global_step steps done */
     int epoch;
     long step_in_epoch, global_step;
+    long saved_step;        /* the global step of the last checkpoint written (or resumed here), -1: none */
     timing t;
     report rep;
     char err[ERRLEN];
@@ -47,10 +48,10 @@ spmd_status sync_whole_state(trainer *t);
 spmd_status sync_check(trainer *t);
 void sync_set_err_group(trainer *t);
 
-/* checkpoint.c */
-#define CKPT_NAME "checkpoint.safetensors"
+/* checkpoint.c (the format: ckpt_state.h) */
 spmd_status checkpoint_save(trainer *t);
-/* Load DIR/checkpoint.safetensors if present; *loaded tells whether it was. */
-spmd_status checkpoint_load(trainer *t, int *loaded);
+/* Load the newest complete checkpoint of o.resume_dir; *loaded tells whether
+ * there was one, dir which. */
+spmd_status checkpoint_load(trainer *t, int *loaded, char *dir, size_t dirlen);
 
 #endif

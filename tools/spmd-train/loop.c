@@ -215,12 +215,14 @@ static int setup(trainer *t) {
     if (report_open(&t->rep, &t->o, t->rank == 0, t->rank)) return 1;
     if (t->o.resume) {
         int loaded;
-        if ((st = checkpoint_load(t, &loaded)) != SPMD_OK) return dp_fail(t, "resume", st);
+        char dir[4200];
+        if ((st = checkpoint_load(t, &loaded, dir, sizeof dir)) != SPMD_OK) return dp_fail(t, "resume", st);
         if (loaded)
-            report_say(&t->rep, "resumed from %s/%s: epoch %d, step %ld\n", t->o.ckpt_dir, CKPT_NAME, t->epoch + 1,
-                       t->global_step);
+            report_say(&t->rep, "resumed from %s: epoch %d, step %ld\n", dir, t->epoch + 1, t->global_step);
+        /* resumed from the folder it saves into: that step is saved already */
+        if (loaded && t->o.ckpt_dir && strcmp(t->o.ckpt_dir, t->o.resume_dir) == 0) t->saved_step = t->global_step;
         else
-            report_say(&t->rep, "no checkpoint in %s yet: starting from scratch\n", t->o.ckpt_dir);
+            report_say(&t->rep, "no checkpoint in %s yet: starting from scratch\n", t->o.resume_dir);
     }
     return 0;
 }
@@ -342,9 +344,8 @@ static int epochs(trainer *t, double *train_time, double *eval_time, long *sampl
                 st = checkpoint_save(t);
                 t->epoch--;
                 if (st != SPMD_OK) return dp_fail(t, "checkpoint", st);
+                t->saved_step = t->global_step;
             }
-        } else if (stopped && t->o.ckpt_dir) {
-            if ((st = checkpoint_save(t)) != SPMD_OK) return dp_fail(t, "checkpoint", st);
         }
         if (stopped && !finished_epoch) break;
     }
@@ -364,6 +365,11 @@ static int run(trainer *t) {
     }
     int rc = epochs(t, &train_time, &eval_time, &samples, &last_acc);
     if (rc) return rc;
+    /* the state at the end, unless the last epoch's checkpoint is it already */
+    if (t->o.ckpt_dir && t->saved_step != t->global_step) {
+        if ((st = checkpoint_save(t)) != SPMD_OK) return dp_fail(t, "checkpoint", st);
+        t->saved_step = t->global_step;
+    }
     if (t->rank == 0) {
         double n = t->t.steps ? (double)t->t.steps : 1.0;
         /* training throughput: the steps alone; the evaluation is timed apart */
@@ -394,6 +400,7 @@ int train_data_parallel(const options *o) {
     trainer *t = calloc(1, sizeof *t);
     if (!t) return report_fail(-1, "setup", SPMD_ERR_NOMEM, NULL);
     t->o = *o;
+    t->saved_step = -1;
     int rc = setup(t);
     if (rc == 0) rc = run(t);
     report_close(&t->rep);

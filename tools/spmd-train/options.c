@@ -34,8 +34,15 @@ static void usage(FILE *f) {
         "  --prefetch N         batches a loader thread prepares ahead (torch's DataLoader\n"
         "                       worker and prefetch_factor); 0: on the training thread (2)\n"
         "  --no-prefetch        the same as --prefetch 0\n"
-        "  --checkpoint-dir DIR save DIR/checkpoint.safetensors after every epoch and at the end\n"
-        "  --resume             continue from DIR/checkpoint.safetensors when it exists\n"
+        "  --checkpoint-dir DIR save a sharded checkpoint in torch.distributed.checkpoint's\n"
+        "                       format, DIR/step-N (N: steps done), after every epoch and at the\n"
+        "                       end, in every mode: each rank writes the part it holds (ZeRO-1\n"
+        "                       moment slices, tensor-parallel blocks, its pipeline stage)\n"
+        "  --resume [DIR]       continue from the newest complete DIR/step-N (or from DIR itself\n"
+        "                       when it is one; default DIR: --checkpoint-dir), at any world\n"
+        "                       size and --pp/--tp/--zero layout: the tensors are resharded; the\n"
+        "                       epoch's samples already seen are skipped; no checkpoint: start\n"
+        "                       from scratch\n"
         "  --allow-nonfinite-checkpoint  resume even when the checkpoint holds NaN or infinite\n"
         "                       values (refused by default, naming the tensor)\n"
         "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
@@ -74,9 +81,9 @@ static void usage(FILE *f) {
         "  --zero               ZeRO-1: optimizer state sharded over the data-parallel group\n"
         "  Gradients are averaged over the data-parallel group by one all_reduce after the\n"
         "  step's backward (or the ZeRO-1 step), so --sync and the DDP options above are\n"
-        "  refused, as are --checkpoint-dir/--resume and --check-sync; --save-model,\n"
-        "  --load-model and --sync-bn need the whole model on each rank (--pp 1 --tp 1, i.e.\n"
-        "  --zero alone) and are refused with --pp or --tp > 1.\n"
+        "  refused, as is --check-sync; --load-model and --sync-bn need the whole model on\n"
+        "  each rank (--pp 1 --tp 1, i.e. --zero alone) and are refused with --pp or --tp > 1;\n"
+        "  --save-model gathers the stages and blocks to rank 0, which writes the whole model.\n"
         "\n"
         "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
         "inputs normalised with mean %.4f std %.4f (CIFAR-10: per channel, training batches\n"
@@ -169,13 +176,9 @@ static int check_parallel(const options *o, int seen_sync) {
         bad = "--sync-bn", why = "SyncBatchNorm needs every rank to hold the whole model";
     else if (o->check_sync) bad = "--check-sync", why = "the ranks hold different parts of the model or of its "
                                                        "optimizer state";
-    else if (o->ckpt_dir || o->resume)
-        bad = o->ckpt_dir ? "--checkpoint-dir" : "--resume",
-        why = "exact checkpoints are written by the data-parallel trainer only (use --save-model with --zero "
-              "alone, or --pp 1 --tp 1)";
-    else if ((o->save_model || o->load_model) && (o->pp > 1 || o->tp > 1))
-        bad = o->save_model ? "--save-model" : "--load-model",
-        why = "a state_dict is the whole model, which no rank holds with --pp or --tp > 1";
+    else if (o->load_model && (o->pp > 1 || o->tp > 1))
+        bad = "--load-model", why = "a state_dict is the whole model, which no rank holds with --pp or --tp > 1 "
+                                    "(resume a checkpoint instead: --resume reshards it)";
     if (!bad) return 0;
     fprintf(stderr, "spmd-train: %s cannot be combined with --pp %d / --tp %d%s: %s (see --help)\n", bad, o->pp,
             o->tp, o->zero ? " / --zero" : "", why);
@@ -208,7 +211,10 @@ int train_parse_args(int argc, char **argv, options *o) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 1;
-        } else if (strcmp(a, "--resume") == 0) o->resume = 1;
+        } else if (strcmp(a, "--resume") == 0) {
+            o->resume = 1;
+            if (v && v[0] != '-') o->resume_dir = v, i++;   /* --resume DIR */
+        }
         else if (strcmp(a, "--allow-nonfinite-checkpoint") == 0) o->allow_nonfinite = 1;
         else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
         else if (strcmp(a, "--no-dropout") == 0) o->dropout = 0;
@@ -309,8 +315,8 @@ int train_parse_args(int argc, char **argv, options *o) {
                         "--grad-compression belong to --sync ddp, not --sync average\n");
         return -1;
     }
-    if (o->resume && !o->ckpt_dir) {
-        fprintf(stderr, "spmd-train: --resume needs --checkpoint-dir (see --help)\n");
+    if (o->resume && !o->resume_dir && !(o->resume_dir = o->ckpt_dir)) {
+        fprintf(stderr, "spmd-train: --resume needs a directory: --resume DIR, or --checkpoint-dir DIR (see --help)\n");
         return -1;
     }
     if (o->batch % o->microbatches != 0 && (o->pp > 1 || seen_mb)) {

@@ -13,6 +13,7 @@
  * training steps, and the evaluation's time apart. */
 #include <stdlib.h>
 #include <string.h>
+#include "ckpt_state.h"
 #include "spmd/syncbn.h"
 #include "train.h"
 
@@ -24,11 +25,15 @@ typedef struct {
     spmd_layers *L;
     spmd_pipe *pipe;
     spmd_model *model;   /* owned when !pipe */
+    spmd_model *whole;   /* the unsharded model: --tp > 1 (global shapes), and rank 0's --save-model */
     spmd_optim *optim;
     spmd_zero *zero;
     train_data d[2];
     size_t in_size;
     int first, last, reporter, rank;
+    /* the position to start from (a resumed checkpoint's) and the last saved */
+    int start_epoch;
+    long start_step_in_epoch, start_step, saved_step;
     report rep;
     char err[ERRLEN];
 } ptrainer;
@@ -77,18 +82,112 @@ static int evaluate(ptrainer *t, int epoch, long step, float *x, int *y, double 
 }
 
 /* This replica's indices of epoch `epoch`, batch after batch: step s takes
- * the (s x dp + d)-th slice of B of one shuffle shared by every rank. */
+ * the (s x dp + d)-th slice of B of one shuffle shared by every rank — the
+ * data-parallel trainer's DistributedSampler permutation, so after k steps
+ * both trainers have seen the same k x dp x B samples of the epoch (what a
+ * resume in another layout relies on). */
 static void replica_indices(size_t *mine, size_t *perm, size_t n, size_t steps, size_t B, int dp, int d,
                             uint64_t seed, int epoch) {
-    spmd_rng r;
-    spmd_rng_seed(&r, seed, 7000 + (uint64_t)epoch);
-    for (size_t i = 0; i < n; i++) perm[i] = i;
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)(spmd_rng_next(&r) % i), tmp = perm[i - 1];
-        perm[i - 1] = perm[j];
-        perm[j] = tmp;
-    }
+    spmd_permutation(n, seed + (uint64_t)epoch, perm);
     for (size_t s = 0; s < steps; s++) memcpy(mine + s * B, perm + (s * (size_t)dp + (size_t)d) * B, B * sizeof *mine);
+}
+
+/* ---- checkpoints (the format: ckpt_state.h) ---------------------------------- */
+
+static void par_layout(ptrainer *t, ckpt_layout *L) {
+    memset(L, 0, sizeof *L);
+    L->model = t->model;
+    L->params = spmd_model_params(t->model, NULL);
+    L->buffers = spmd_model_buffers(t->model, NULL);
+    L->whole = t->o.tp > 1 ? t->whole : NULL;
+    L->t = t->mesh.t;
+    if (t->zero) {
+        L->optim = spmd_zero_optim(t->zero);
+        spmd_zero_shard(t->zero, &L->state_off, &L->state_count);
+    } else {
+        L->optim = t->optim;
+        spmd_model_params(t->model, &L->state_count);
+    }
+}
+
+static void par_state(const ptrainer *t, const ckpt_layout *L, int epoch, long step_in_epoch, long step,
+                      int64_t *s) {
+    memset(s, 0, sizeof(int64_t) * CK_STATE_N);
+    s[CK_EPOCH] = epoch;
+    s[CK_STEP_IN_EPOCH] = step_in_epoch;
+    s[CK_GLOBAL_STEP] = step;
+    s[CK_OPTIM_STEPS] = spmd_optim_steps(L->optim);
+    s[CK_WORLD] = spmd_group_size(t->g);
+    s[CK_REPLICAS] = t->mesh.dp;
+    s[CK_BATCH] = t->o.batch;
+    s[CK_PP] = t->o.pp;
+    s[CK_TP] = t->o.tp;
+    s[CK_ZERO] = t->o.zero;
+    s[CK_VERSION] = 1;
+}
+
+static int par_save(ptrainer *t, int epoch, long step_in_epoch, long step) {
+    ckpt_layout L;
+    int64_t s[CK_STATE_N];
+    char dir[4200];
+    par_layout(t, &L);
+    par_state(t, &L, epoch, step_in_epoch, step, s);
+    spmd_status st = ckpt_save(t->g, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir, sizeof dir,
+                               t->err, sizeof t->err);
+    if (st != SPMD_OK) return report_fail(t->rank, "checkpoint", st, t->err);
+    t->saved_step = step;
+    return 0;
+}
+
+/* --resume: the newest checkpoint, resharded into this layout. */
+static int par_resume(ptrainer *t, size_t steps_per_epoch) {
+    char dir[4200];
+    int found = 0;
+    spmd_status st = ckpt_find(t->g, t->o.resume_dir, dir, sizeof dir, &found, t->err, sizeof t->err);
+    if (st != SPMD_OK) return report_fail(t->rank, "resume", st, t->err);
+    if (!found) {
+        report_say(&t->rep, "no checkpoint in %s yet: starting from scratch\n", t->o.resume_dir);
+        return 0;
+    }
+    ckpt_layout L;
+    int64_t now[CK_STATE_N], s[CK_STATE_N];
+    uint64_t rng[4];
+    int rng_ok = 0, exact;
+    par_layout(t, &L);
+    par_state(t, &L, 0, 0, 0, now);
+    st = ckpt_load(t->g, dir, &L, t->o.model, now, t->o.allow_nonfinite, s, rng, &rng_ok, t->err, sizeof t->err);
+    if (st != SPMD_OK) return report_fail(t->rank, "resume", st, t->err);
+    ckpt_position(s, t->mesh.dp, t->o.batch, (long)steps_per_epoch, &t->start_epoch, &t->start_step_in_epoch, &exact);
+    t->start_step = (long)s[CK_GLOBAL_STEP];
+    /* the dropout streams: restored where the same rank runs the same part
+     * of the same layout (not the pipeline's per-slot streams), else fresh
+     * ones from the seed, the rank's stream and the step */
+    uint64_t stream = (uint64_t)t->mesh.d * (uint64_t)t->o.pp + (uint64_t)t->mesh.p;
+    if (rng_ok && !t->pipe) memcpy(spmd_model_rng(t->model)->s, rng, sizeof rng);
+    else if (t->pipe) spmd_pipe_seed_dropout(t->pipe, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    else spmd_model_seed_dropout(t->model, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    if (strcmp(t->o.resume_dir, t->o.ckpt_dir ? t->o.ckpt_dir : "") == 0) t->saved_step = t->start_step;
+    report_say(&t->rep, "resumed from %s: epoch %d, step %ld%s\n", dir, t->start_epoch + 1, t->start_step,
+               exact ? "" : " (the saved samples per step do not divide this run's: the position in the epoch "
+                            "is rounded down, some samples are seen twice)");
+    return 0;
+}
+
+/* --save-model with --pp or --tp > 1: the stages and blocks gathered into a
+ * whole model on rank 0, which writes it; the status is agreed. */
+static int par_save_model(ptrainer *t) {
+    ckpt_layout L;
+    par_layout(t, &L);
+    spmd_status st = ckpt_gather_model(t->g, &L, t->mesh.d == 0, t->rank == 0 ? t->whole : NULL, t->err,
+                                       sizeof t->err);
+    if (st == SPMD_OK && t->rank == 0) st = spmd_model_save(t->whole, t->o.save_model, t->err, sizeof t->err);
+    int32_t code = (int32_t)st;
+    if (spmd_broadcast(t->g, &code, 1, SPMD_I32, 0) != SPMD_OK)
+        return report_fail(t->rank, "--save-model", SPMD_ERR_INVALID, spmd_group_errmsg(t->g));
+    if (code != SPMD_OK)
+        return report_fail(t->rank, "--save-model", (spmd_status)code, t->rank == 0 ? t->err : "rank 0 could not write it");
+    if (t->rank == 0 && !t->o.quiet) printf("model state_dict (gathered from every stage and block) written to %s\n", t->o.save_model);
+    return 0;
 }
 
 static int train(ptrainer *t) {
@@ -100,6 +199,7 @@ static int train(ptrainer *t) {
         fprintf(stderr, "spmd-train: %zu training samples make no global batch of %d x %d\n", ntrain, B, dp);
         return 1;
     }
+    if (o->resume && par_resume(t, steps_per_epoch)) return 1;
     size_t np;
     float *params = spmd_model_params(t->model, &np), *grads = spmd_model_grads(t->model, NULL);
     float *x = malloc(sizeof(float) * t->in_size * (size_t)B), *dl = malloc(sizeof(float) * (size_t)B * 10);
@@ -107,7 +207,7 @@ static int train(ptrainer *t) {
     size_t *perm = malloc(sizeof(size_t) * (ntrain + 1)), *mine = malloc(sizeof(size_t) * (steps_per_epoch * B + 1));
     int rc = 1;
     if (!x || !dl || !y || !perm || !mine) goto out;
-    long step = 0;
+    long step = t->start_step;
     double acc = -1, t_data = 0, t_comp = 0, t_bub = 0, t_opt = 0, t_win = report_now();
     double t_warm = 0, bub_all = 0, comp_all = 0, t_eval = 0, t_eval_warm = 0;   /* from step 10 on: the summary */
     long warm_step = -1;
@@ -118,16 +218,20 @@ static int train(ptrainer *t) {
         t_eval += report_now() - e0;
         report_say(&t->rep, "test accuracy %.4f\n", acc);
     }
-    for (int ep = 0; ep < o->epochs && (o->steps == 0 || step < o->steps); ep++) {
+    int end_epoch = t->start_epoch;   /* the position the run ends at */
+    long end_step_in_epoch = t->start_step_in_epoch;
+    for (int ep = t->start_epoch; ep < o->epochs && (o->steps == 0 || step < o->steps); ep++) {
         replica_indices(mine, perm, ntrain, steps_per_epoch, (size_t)B, dp, t->mesh.d, o->seed, ep);
+        size_t s0 = ep == t->start_epoch ? (size_t)t->start_step_in_epoch : 0;
         batch_source src;
-        spmd_status st0 = batch_source_open(&src, &t->d[0], 1, o->seed, mine, steps_per_epoch * B, (size_t)B, 0,
-                                            (uint64_t)step, o->prefetch, x, y, t->err, sizeof t->err);
+        spmd_status st0 = batch_source_open(&src, &t->d[0], 1, o->seed, mine, steps_per_epoch * B, (size_t)B, s0,
+                                            (uint64_t)(step - (long)s0), o->prefetch, x, y, t->err, sizeof t->err);
         if (st0) {
             report_fail(t->rank, "batches", st0, t->err);
             goto out;
         }
-        for (size_t s = 0; s < steps_per_epoch && (o->steps == 0 || step < o->steps); s++, step++) {
+        size_t s = s0;
+        for (; s < steps_per_epoch && (o->steps == 0 || step < o->steps); s++, step++) {
             double t0 = report_now();
             if (step == 10 || (warm_step < 0 && o->steps && o->steps <= 10)) t_warm = t0, warm_step = step;
             const float *bx;
@@ -198,6 +302,8 @@ static int train(ptrainer *t) {
             }
         }
         batch_source_close(&src);
+        end_epoch = s == steps_per_epoch ? ep + 1 : ep;
+        end_step_in_epoch = s == steps_per_epoch ? 0 : (long)s;
         if (o->eval) {
             double e0 = report_now();
             if (evaluate(t, ep, step, x, y, &acc)) goto out;
@@ -207,7 +313,10 @@ static int train(ptrainer *t) {
             report_say(&t->rep, "epoch %d  test accuracy %.4f  (evaluation %.2f s)\n", ep + 1, acc, e);
             t_win = report_now();   /* the next window counts training only */
         }
+        if (o->ckpt_dir && s == steps_per_epoch && par_save(t, ep + 1, 0, step)) goto out;
     }
+    /* the state at the end, unless the last epoch's checkpoint is it already */
+    if (o->ckpt_dir && t->saved_step != step && par_save(t, end_epoch, end_step_in_epoch, step)) goto out;
     if (t->reporter) {
         printf("done: %ld steps, dp %d x pp %d x tp %d%s%s", step, t->mesh.dp, t->mesh.pp, t->mesh.tp,
                t->pipe ? (o->schedule == SPMD_SCHEDULE_GPIPE ? ", gpipe" : ", 1f1b") : "", t->zero ? ", zero-1" : "");
@@ -222,7 +331,9 @@ static int train(ptrainer *t) {
         fflush(stdout);
     }
     rc = 0;
-    if (o->save_model && t->reporter) {   /* --pp 1 --tp 1: the whole model on every rank */
+    if (o->save_model && (o->pp > 1 || o->tp > 1)) {
+        rc = par_save_model(t);
+    } else if (o->save_model && t->reporter) {   /* --pp 1 --tp 1: the whole model on every rank */
         spmd_status st = spmd_model_save(t->model, o->save_model, t->err, sizeof t->err);
         if (st) rc = report_fail(t->rank, "--save-model", st, t->err);
         else report_say(&t->rep, "model state_dict written to %s\n", o->save_model);
@@ -242,6 +353,16 @@ static int build(ptrainer *t) {
             spmd_tp_arch(t->tp, o->model, 10, c, hw, hw, &t->L, t->err, sizeof t->err)) return -1;
     } else if (spmd_layers_arch(o->model, 10, c, hw, hw, &t->L, t->err, sizeof t->err)) {
         return -1;
+    }
+    /* the unsharded model: the global shapes of tensor-parallel blocks, and
+     * what rank 0 gathers a sharded model into for --save-model */
+    if (o->tp > 1 || (o->save_model && o->pp > 1 && t->rank == 0)) {
+        spmd_layers *W;
+        spmd_build_opts bo = {o->model, o->seed, o->dropout, 0, 0};
+        if (spmd_layers_arch(o->model, 10, c, hw, hw, &W, t->err, sizeof t->err)) return -1;
+        spmd_status st = spmd_model_build(W, &bo, &t->whole, t->err, sizeof t->err);
+        spmd_layers_free(W);
+        if (st) return -1;
     }
     int ic, ih, iw;
     spmd_layers_shape(t->L, -1, &ic, &ih, &iw, NULL);
@@ -316,6 +437,7 @@ int train_model_parallel(const options *o) {
     ptrainer *t = calloc(1, sizeof *t);
     if (!t) return report_fail(-1, "setup", SPMD_ERR_NOMEM, NULL);
     t->o = *o;
+    t->saved_step = -1;
     int rc = setup(t);
     if (rc == 0) rc = train(t);
     report_close(&t->rep);
@@ -323,6 +445,7 @@ int train_model_parallel(const options *o) {
     spmd_optim_free(t->optim);
     if (t->pipe) spmd_pipe_free(t->pipe);
     else spmd_model_free(t->model);
+    spmd_model_free(t->whole);
     spmd_layers_free(t->L);
     spmd_tp_free(t->tp);
     train_data_free(&t->d[0]);

@@ -33,8 +33,9 @@ typedef struct {
     spmd_optim_kind optimizer;
     uint64_t seed;
     int threads;
-    const char *ckpt_dir;
+    const char *ckpt_dir;    /* --checkpoint-dir: DCP checkpoints in DIR/step-N */
     int resume;
+    const char *resume_dir;  /* --resume [DIR]: a step-N folder or a root (its newest); default ckpt_dir */
     int allow_nonfinite;     /* --allow-nonfinite-checkpoint */
     const char *metrics;
     const char *plot;

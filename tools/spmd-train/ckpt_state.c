@@ -1,0 +1,564 @@
+/* ckpt_state.c — spmd-train's DCP checkpoints (see ckpt_state.h): the boxes
+ * a rank holds, the save, the search for the newest complete one, the load
+ * with resharding, and the gather of a sharded model to rank 0. */
+#include "ckpt_state.h"
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the boxes of one rank ---------------------------------------------------- */
+
+typedef struct {
+    spmd_dcp_shard *s;
+    size_t n, cap;
+    char **names;      /* owned fqn strings */
+    size_t nnames;
+    float *steps;      /* Adam's per-parameter step (0-d float32, as torch 2.x) */
+} boxes;
+
+static void boxes_free(boxes *b) {
+    for (size_t i = 0; i < b->nnames; i++) free(b->names[i]);
+    free(b->names);
+    free(b->s);
+    free(b->steps);
+    memset(b, 0, sizeof *b);
+}
+
+static const char *name_add(boxes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *name_add(boxes *b, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **q = realloc(b->names, (b->nnames + 1) * sizeof *q);
+    if (!q) return NULL;
+    b->names = q;
+    if (!(q[b->nnames] = strdup(buf))) return NULL;
+    return q[b->nnames++];
+}
+
+static spmd_dcp_shard *box_add(boxes *b, const char *fqn, const char *dtype, int ndim, const int64_t *global) {
+    if (!fqn) return NULL;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        spmd_dcp_shard *q = realloc(b->s, cap * sizeof *q);
+        if (!q) return NULL;
+        b->s = q;
+        b->cap = cap;
+    }
+    spmd_dcp_shard *s = &b->s[b->n++];
+    memset(s, 0, sizeof *s);
+    s->fqn = fqn;
+    s->dtype = dtype;
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->global[d] = global[d];
+    return s;
+}
+
+/* A tensor's global shape and the offset of this rank's block: dims where
+ * the unsharded model's tensor is larger are sharded, block t. */
+static void geometry(const ckpt_layout *L, const spmd_tensor_info *p, int64_t *global, int64_t *off) {
+    const spmd_tensor_info *w = NULL;
+    for (int i = 0; L->whole && i < spmd_model_num_params(L->whole) && !w; i++)
+        if (strcmp(spmd_model_param(L->whole, i)->name, p->name) == 0) w = spmd_model_param(L->whole, i);
+    for (int d = 0; d < p->ndim; d++) {
+        global[d] = p->shape[d];
+        off[d] = 0;
+        if (w && w->ndim == p->ndim && w->shape[d] != p->shape[d]) {
+            global[d] = w->shape[d];
+            off[d] = (int64_t)L->t * p->shape[d];
+        }
+    }
+}
+
+/* The flat range [a, b) of a row-major tensor as boxes, each contiguous in
+ * memory, in order (a ZeRO-1 shard cuts tensors anywhere): a partial first
+ * row, whole rows, a partial last row, recursively.  idx: the fixed indices
+ * of dims < k; base: the flat index of that sub-tensor's start. */
+typedef struct {
+    boxes *b;
+    const char *fqn;
+    int ndim;
+    const int64_t *global, *shift;
+    float *data;   /* element 0 of the flat range's tensor, local layout */
+    int64_t first; /* the flat index data[0] stands for */
+    int fail;
+} flat_ctx;
+
+static void flat_emit(flat_ctx *c, const int64_t *idx, int k, int64_t lo, int64_t hi, const int64_t *shape,
+                      int64_t start) {
+    spmd_dcp_shard *s = box_add(c->b, c->fqn, "float32", c->ndim, c->global);
+    if (!s) {
+        c->fail = 1;
+        return;
+    }
+    for (int d = 0; d < c->ndim; d++) {
+        s->offsets[d] = (d < k ? idx[d] : d == k ? lo : 0) + c->shift[d];
+        s->sizes[d] = d < k ? 1 : d == k ? hi - lo : shape[d];
+    }
+    s->data = c->data + (start - c->first);
+}
+
+static void flat_rec(flat_ctx *c, const int64_t *shape, int k, int64_t *idx, int64_t base, int64_t a, int64_t b) {
+    if (a >= b || c->fail) return;
+    int64_t inner = 1;
+    for (int d = k + 1; d < c->ndim; d++) inner *= shape[d];
+    if (a % inner == 0 && b % inner == 0) {
+        flat_emit(c, idx, k, a / inner, b / inner, shape, base + a);
+        return;
+    }
+    int64_t r0 = a / inner, r1 = b / inner;
+    if (r0 == (b - 1) / inner) {
+        idx[k] = r0;
+        flat_rec(c, shape, k + 1, idx, base + r0 * inner, a - r0 * inner, b - r0 * inner);
+        return;
+    }
+    if (a % inner) {
+        idx[k] = r0;
+        flat_rec(c, shape, k + 1, idx, base + r0 * inner, a - r0 * inner, inner);
+        r0++;
+    }
+    if (r1 > r0) flat_emit(c, idx, k, r0, r1, shape, base + r0 * inner);
+    if (b % inner) {
+        idx[k] = r1;
+        flat_rec(c, shape, k + 1, idx, base + r1 * inner, 0, b - r1 * inner);
+    }
+}
+
+static const char *const SGD_STATE[] = {"momentum_buffer"};
+static const char *const ADAM_STATE[] = {"exp_avg", "exp_avg_sq"};
+
+/* Every box of L; with_optim 0: the model only. */
+static int boxes_build(const ckpt_layout *L, int with_optim, boxes *b) {
+    memset(b, 0, sizeof *b);
+    int np = spmd_model_num_params(L->model), nb = spmd_model_num_buffers(L->model);
+    int arrays = with_optim && L->optim ? spmd_optim_state_arrays(L->optim) : 0;
+    int adam = arrays == 2 && strcmp(spmd_optim_name(L->optim), "sgd") != 0;
+    const char *const *anames = adam ? ADAM_STATE : SGD_STATE;
+    float *state = arrays ? spmd_optim_state(L->optim, NULL) : NULL;
+    if (adam && !(b->steps = malloc(sizeof(float) * (size_t)(np ? np : 1)))) return -1;
+    for (int i = 0; i < np; i++) {
+        const spmd_tensor_info *p = spmd_model_param(L->model, i);
+        int64_t global[4], off[4], shape[4];
+        geometry(L, p, global, off);
+        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
+        spmd_dcp_shard *s = box_add(b, name_add(b, "model.%s", p->name), "float32", p->ndim, global);
+        if (!s) return -1;
+        for (int d = 0; d < p->ndim; d++) s->offsets[d] = off[d], s->sizes[d] = shape[d];
+        s->data = L->params + p->offset;
+        /* the optimizer state of this tensor's elements that this rank holds */
+        size_t lo = p->offset > L->state_off ? p->offset : L->state_off;
+        size_t hi = p->offset + p->count < L->state_off + L->state_count ? p->offset + p->count
+                                                                            : L->state_off + L->state_count;
+        if (!arrays || lo >= hi) continue;
+        for (int a = 0; a < arrays; a++) {
+            flat_ctx c = {b, name_add(b, "optim.state.%s.%s", p->name, anames[a]), p->ndim, global, off,
+                          state + (size_t)a * L->state_count + (lo - L->state_off), (int64_t)(lo - p->offset), 0};
+            int64_t idx[4] = {0};
+            if (!c.fqn) return -1;
+            flat_rec(&c, shape, 0, idx, 0, (int64_t)(lo - p->offset), (int64_t)(hi - p->offset));
+            if (c.fail) return -1;
+        }
+        if (adam) {
+            b->steps[i] = (float)spmd_optim_steps(L->optim);
+            if (!(s = box_add(b, name_add(b, "optim.state.%s.step", p->name), "float32", 0, NULL))) return -1;
+            s->data = &b->steps[i];
+        }
+    }
+    for (int i = 0; i < nb; i++) {
+        const spmd_tensor_info *p = spmd_model_buffer(L->model, i);
+        int64_t global[4];
+        for (int d = 0; d < p->ndim; d++) global[d] = p->shape[d];
+        spmd_dcp_shard *s = box_add(b, name_add(b, "model.%s", p->name), "float32", p->ndim, global);
+        if (!s) return -1;
+        for (int d = 0; d < p->ndim; d++) s->sizes[d] = global[d];
+        s->data = L->buffers + p->offset;
+    }
+    return 0;
+}
+
+static void group_err(spmd_group *g, char *err, size_t errlen) {
+    snprintf(err, errlen, "%s", g ? spmd_group_errmsg(g) : "");
+}
+
+/* ---- save -------------------------------------------------------------------- */
+
+spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, const int64_t state[CK_STATE_N],
+                      const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
+                      size_t errlen) {
+    int rank = g ? spmd_group_rank(g) : 0;
+    snprintf(dir, dirlen, "%s/step-%lld", root, (long long)state[CK_GLOBAL_STEP]);
+    /* every rank creates the folders (EEXIST is fine), so none waits for rank 0's */
+    spmd_status st = SPMD_OK;
+    if ((mkdir(root, 0777) != 0 && errno != EEXIST) || (mkdir(dir, 0777) != 0 && errno != EEXIST)) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        st = SPMD_ERR_IO;
+    }
+    boxes b;
+    if (boxes_build(L, 1, &b) != 0 && st == SPMD_OK) {
+        snprintf(err, errlen, "out of memory describing the checkpoint");
+        st = SPMD_ERR_NOMEM;
+    }
+    int64_t state_copy[CK_STATE_N], rng_row[4];
+    memcpy(state_copy, state, sizeof state_copy);
+    memcpy(rng_row, rng, sizeof rng_row);
+    int64_t g1[1] = {CK_STATE_N}, g2[2] = {state[CK_WORLD], 4};
+    spmd_dcp_shard *s = box_add(&b, "trainer.state", "int64", 1, g1);
+    if (s) s->sizes[0] = CK_STATE_N, s->data = state_copy;
+    spmd_dcp_shard *r = s ? box_add(&b, "trainer.rng", "int64", 2, g2) : NULL;
+    if (r) r->offsets[0] = rank, r->sizes[0] = 1, r->sizes[1] = 4, r->data = rng_row;
+    if (!r && st == SPMD_OK) {
+        snprintf(err, errlen, "out of memory describing the checkpoint");
+        st = SPMD_ERR_NOMEM;
+    }
+    const char *optim = L->optim ? spmd_optim_name(L->optim) : "sgd";
+    spmd_dcp_bytes items[2] = {{"trainer.model", model_name, strlen(model_name)},
+                               {"trainer.optimizer", optim, strlen(optim)}};
+    /* a rank that failed above still joins the collective with nothing, so
+     * every rank learns of the failure (the status is agreed) */
+    char e2[512] = "";
+    spmd_status st2 = spmd_dcp_save(g, dir, st == SPMD_OK ? b.s : NULL, st == SPMD_OK ? b.n : 0, items, 2, e2,
+                                    sizeof e2);
+    if (st == SPMD_OK && st2 != SPMD_OK) {
+        st = st2;
+        snprintf(err, errlen, "%s", e2);
+    }
+    boxes_free(&b);
+    return st;
+}
+
+/* ---- find -------------------------------------------------------------------- */
+
+static int has_metadata(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/.metadata", dir);
+    return access(p, R_OK) == 0;
+}
+
+spmd_status ckpt_find(spmd_group *g, const char *path, char *dir, size_t dirlen, int *found, char *err,
+                      size_t errlen) {
+    char pick[4096] = "";
+    if (!g || spmd_group_rank(g) == 0) {
+        if (has_metadata(path)) {
+            snprintf(pick, sizeof pick, "%s", path);
+        } else {
+            DIR *d = opendir(path);
+            long long best = -1;
+            struct dirent *e;
+            while (d && (e = readdir(d))) {
+                char *end;
+                if (strncmp(e->d_name, "step-", 5) != 0) continue;
+                long long n = strtoll(e->d_name + 5, &end, 10);
+                char sub[4200];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                if (*end || end == e->d_name + 5 || n < 0 || n <= best || !has_metadata(sub)) continue;
+                best = n;
+                snprintf(pick, sizeof pick, "%s", sub);
+            }
+            if (d) closedir(d);
+        }
+    }
+    if (g) {
+        spmd_status st = spmd_broadcast(g, pick, sizeof pick, SPMD_U8, 0);
+        if (st != SPMD_OK) {
+            group_err(g, err, errlen);
+            return st;
+        }
+    }
+    pick[sizeof pick - 1] = 0;
+    *found = pick[0] != 0;
+    snprintf(dir, dirlen, "%s", pick);
+    return SPMD_OK;
+}
+
+/* ---- load -------------------------------------------------------------------- */
+
+/* A bytes item that must equal what this run has (model, optimizer). */
+static spmd_status check_item(const char *dir, const char *fqn, const char *what, const char *verb,
+                              const char *mine, char *err, size_t errlen) {
+    void *data = NULL;
+    size_t len = 0;
+    spmd_status st = spmd_dcp_load_bytes(dir, fqn, &data, &len, err, errlen);
+    if (st == SPMD_ERR_NOTFOUND) {
+        snprintf(err, errlen, "%s is not a spmd-train checkpoint: it has no %s", dir, fqn);
+        return SPMD_ERR_FORMAT;
+    }
+    if (st != SPMD_OK) return st;
+    if (len != strlen(mine) || memcmp(data, mine, len) != 0) {
+        snprintf(err, errlen, "%s holds a%s %.*s %s; this run %s %s", dir,
+                 len && strchr("aeiou", ((char *)data)[0]) ? "n" : "", (int)(len > 64 ? 64 : len), (char *)data,
+                 what, verb, mine);
+        st = SPMD_ERR_MISMATCH;
+    }
+    free(data);
+    return st;
+}
+
+static spmd_status check_finite(const boxes *b, const char *dir, int allow, int rank, char *err, size_t errlen) {
+    for (size_t k = 0; k < b->n; k++) {
+        const spmd_dcp_shard *s = &b->s[k];
+        if (strcmp(s->dtype, "float32") != 0) continue;
+        size_t n = 1, bad = 0, first = 0;
+        for (int d = 0; d < s->ndim; d++) n *= (size_t)s->sizes[d];
+        const float *v = s->data;
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(v[i]) && bad++ == 0) first = i;
+        if (!bad) continue;
+        snprintf(err, errlen,
+                 "%s: tensor %s holds %zu non-finite value(s) of the %zu this rank loads (the first, element %zu "
+                 "of its box, is %g): the run that saved it diverged; resume an earlier checkpoint, or pass "
+                 "--allow-nonfinite-checkpoint",
+                 dir, s->fqn, bad, n, first, (double)v[first]);
+        if (!allow) return SPMD_ERR_FORMAT;
+        if (rank == 0) fprintf(stderr, "spmd-train: WARNING: %s\n", err);
+        err[0] = 0;
+    }
+    return SPMD_OK;
+}
+
+static spmd_status load_local(const char *dir, const ckpt_layout *L, const char *model_name,
+                              const int64_t now[CK_STATE_N], int allow_nonfinite, int rank, int64_t state[CK_STATE_N],
+                              uint64_t rng[4], int *rng_ok, char *err, size_t errlen) {
+    spmd_status st = check_item(dir, "trainer.model", "model", "trains", model_name, err, errlen);
+    const char *optim = L->optim ? spmd_optim_name(L->optim) : "sgd";
+    if (st == SPMD_OK) st = check_item(dir, "trainer.optimizer", "optimizer state", "uses", optim, err, errlen);
+    if (st != SPMD_OK) return st;
+    spmd_dcp_shard ss = {"trainer.state", "int64", 1, {CK_STATE_N}, {0}, {CK_STATE_N}, state};
+    if ((st = spmd_dcp_load(dir, &ss, 1, err, errlen)) != SPMD_OK) return st;
+    const char *bad = NULL;
+    if (state[CK_VERSION] != 1) bad = "unknown version";
+    else if (state[CK_EPOCH] < 0 || state[CK_EPOCH] > 1000000) bad = "epoch out of range [0, 1000000]";
+    else if (state[CK_GLOBAL_STEP] < 0 || state[CK_GLOBAL_STEP] > ((int64_t)1 << 40)) bad = "global step out of range";
+    else if (state[CK_STEP_IN_EPOCH] < 0 || state[CK_STEP_IN_EPOCH] > ((int64_t)1 << 40))
+        bad = "step in the epoch out of range";   /* counted in the saving layout's steps */
+    else if (state[CK_OPTIM_STEPS] < 0 || state[CK_OPTIM_STEPS] > state[CK_GLOBAL_STEP])
+        bad = "optimizer step count out of range [0, global step]";
+    else if (state[CK_WORLD] < 1 || state[CK_REPLICAS] < 1 || state[CK_BATCH] < 1 || state[CK_WORLD] > (1 << 24) ||
+             state[CK_REPLICAS] > state[CK_WORLD] || state[CK_BATCH] > 65536)
+        bad = "world, replicas or batch out of range";
+    if (bad) {
+        snprintf(err, errlen,
+                 "%s: trainer.state is not a position this run can continue from: %s (epoch %lld, step in epoch "
+                 "%lld, global step %lld, optimizer steps %lld, world %lld, replicas %lld, batch %lld)",
+                 dir, bad, (long long)state[CK_EPOCH], (long long)state[CK_STEP_IN_EPOCH],
+                 (long long)state[CK_GLOBAL_STEP], (long long)state[CK_OPTIM_STEPS], (long long)state[CK_WORLD],
+                 (long long)state[CK_REPLICAS], (long long)state[CK_BATCH]);
+        return SPMD_ERR_FORMAT;
+    }
+    boxes b;
+    if (boxes_build(L, 1, &b) != 0) {
+        boxes_free(&b);
+        snprintf(err, errlen, "out of memory describing the checkpoint");
+        return SPMD_ERR_NOMEM;
+    }
+    st = spmd_dcp_load(dir, b.s, b.n, err, errlen);
+    if (st == SPMD_OK) st = check_finite(&b, dir, allow_nonfinite, rank, err, errlen);
+    boxes_free(&b);
+    if (st != SPMD_OK) return st;
+    if (L->optim) spmd_optim_set_steps(L->optim, state[CK_OPTIM_STEPS]);
+    /* the dropout streams continue only where the same rank runs the same part */
+    *rng_ok = state[CK_WORLD] == now[CK_WORLD] && state[CK_REPLICAS] == now[CK_REPLICAS] &&
+              state[CK_PP] == now[CK_PP] && state[CK_TP] == now[CK_TP];
+    if (*rng_ok) {
+        int64_t row[4];
+        spmd_dcp_shard rs = {"trainer.rng", "int64", 2, {state[CK_WORLD], 4}, {rank, 0}, {1, 4}, row};
+        if ((st = spmd_dcp_load(dir, &rs, 1, err, errlen)) != SPMD_OK) return st;
+        memcpy(rng, row, sizeof row);
+        if (!(rng[0] | rng[1] | rng[2] | rng[3])) {
+            snprintf(err, errlen, "%s: trainer.rng: rank %d's RNG state is all zero", dir, rank);
+            return SPMD_ERR_FORMAT;
+        }
+    }
+    return SPMD_OK;
+}
+
+spmd_status ckpt_load(spmd_group *g, const char *dir, const ckpt_layout *L, const char *model_name,
+                      const int64_t layout_now[CK_STATE_N], int allow_nonfinite, int64_t state[CK_STATE_N],
+                      uint64_t rng[4], int *rng_ok, char *err, size_t errlen) {
+    int rank = g ? spmd_group_rank(g) : 0;
+    spmd_status st = load_local(dir, L, model_name, layout_now, allow_nonfinite, rank, state, rng, rng_ok, err,
+                                errlen);
+    if (!g) return st;
+    /* agree: the lowest failing rank is named to the others */
+    int32_t mine = st == SPMD_OK ? INT32_MAX : rank, first = mine;
+    spmd_status st2 = spmd_all_reduce(g, &mine, &first, 1, SPMD_I32, SPMD_MIN);
+    if (st2 != SPMD_OK) {
+        group_err(g, err, errlen);
+        return st2;
+    }
+    if (st == SPMD_OK && first != INT32_MAX) {
+        snprintf(err, errlen, "rank %d could not load %s (its message says why)", first, dir);
+        return SPMD_ERR_MISMATCH;
+    }
+    return st;
+}
+
+void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, long per_epoch, int *epoch,
+                   long *step_in_epoch, int *exact) {
+    int64_t seen = state[CK_STEP_IN_EPOCH] * state[CK_BATCH] * state[CK_REPLICAS];
+    int64_t per_step = (int64_t)replicas * batch;
+    *epoch = (int)state[CK_EPOCH];
+    *step_in_epoch = (long)(seen / per_step);
+    *exact = seen % per_step == 0;
+    if (*step_in_epoch >= per_epoch) {   /* the saved epoch is over in this layout */
+        (*epoch)++;
+        *step_in_epoch = 0;
+    }
+}
+
+/* ---- the whole model on rank 0 --------------------------------------------------- */
+
+enum { GATHER_TAG = 0x7a11 };
+
+typedef struct {
+    char name[200];
+    int64_t ndim, global[4], off[4], size[4];
+} box_head;
+
+/* Copy the box (row-major in src) into the whole tensor dst of shape g. */
+static void paste(float *dst, const box_head *h, const float *src) {
+    int nd = (int)h->ndim;
+    int64_t rows = 1, run = h->size[nd - 1];
+    for (int d = 0; d < nd - 1; d++) rows *= h->size[d];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t rem = r, flat = 0;
+        int64_t idx[4] = {0};
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d] = rem % h->size[d];
+            rem /= h->size[d];
+        }
+        for (int d = 0; d < nd; d++) flat = flat * h->global[d] + (d < nd - 1 ? idx[d] : 0) + h->off[d];
+        memcpy(dst + flat, src + r * run, sizeof(float) * (size_t)run);
+    }
+}
+
+/* The tensor of `whole` named name (parameter or buffer) and its memory. */
+static float *whole_tensor(spmd_model *whole, const char *name, const spmd_tensor_info **ti) {
+    for (int i = 0; i < spmd_model_num_params(whole); i++)
+        if (strcmp(spmd_model_param(whole, i)->name, name) == 0) {
+            *ti = spmd_model_param(whole, i);
+            return spmd_model_params(whole, NULL) + (*ti)->offset;
+        }
+    for (int i = 0; i < spmd_model_num_buffers(whole); i++)
+        if (strcmp(spmd_model_buffer(whole, i)->name, name) == 0) {
+            *ti = spmd_model_buffer(whole, i);
+            return spmd_model_buffers(whole, NULL) + (*ti)->offset;
+        }
+    return NULL;
+}
+
+static spmd_status place(spmd_model *whole, const box_head *h, const float *data, int from, char *err,
+                         size_t errlen) {
+    const spmd_tensor_info *ti = NULL;
+    float *dst = whole_tensor(whole, h->name + 6 /* "model." */, &ti);
+    int ok = dst && ti->ndim == h->ndim && h->ndim >= 1 && h->ndim <= 4;
+    for (int d = 0; ok && d < h->ndim; d++)
+        ok = h->global[d] == ti->shape[d] && h->off[d] >= 0 && h->size[d] >= 1 &&
+             h->off[d] + h->size[d] <= h->global[d];
+    if (!ok) {
+        snprintf(err, errlen, "--save-model: rank %d sent %s, which the whole %s model does not have in that shape",
+                 from, h->name, spmd_model_arch(whole));
+        return SPMD_ERR_MISMATCH;
+    }
+    paste(dst, h, data);
+    return SPMD_OK;
+}
+
+spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, spmd_model *whole, char *err,
+                              size_t errlen) {
+    int rank = spmd_group_rank(g), world = spmd_group_size(g);
+    boxes b;
+    spmd_status st = SPMD_OK;
+    if (boxes_build(L, 0, &b) != 0) {
+        snprintf(err, errlen, "out of memory");
+        st = SPMD_ERR_NOMEM;
+    }
+    /* what this rank sends: its blocks, and whole tensors only from t = 0 */
+    int64_t count = 0;
+    for (size_t k = 0; st == SPMD_OK && owner && k < b.n; k++) {
+        spmd_dcp_shard *s = &b.s[k];
+        int whole_tensor_here = 1;
+        for (int d = 0; d < s->ndim; d++) whole_tensor_here &= s->sizes[d] == s->global[d];
+        if (!whole_tensor_here || L->t == 0) b.s[count++] = *s;
+    }
+    if (rank != 0) {
+        if (st != SPMD_OK) count = -1;   /* rank 0 learns of the failure */
+        st = spmd_send(g, &count, 1, SPMD_I64, 0, GATHER_TAG);
+        for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
+            const spmd_dcp_shard *s = &b.s[k];
+            box_head h;
+            memset(&h, 0, sizeof h);
+            snprintf(h.name, sizeof h.name, "%s", s->fqn);
+            h.ndim = s->ndim;
+            size_t n = 1;
+            for (int d = 0; d < s->ndim; d++)
+                h.global[d] = s->global[d], h.off[d] = s->offsets[d], h.size[d] = s->sizes[d], n *= (size_t)s->sizes[d];
+            st = spmd_send(g, &h, sizeof h, SPMD_U8, 0, GATHER_TAG);
+            if (st == SPMD_OK) st = spmd_send(g, s->data, n, SPMD_F32, 0, GATHER_TAG);
+        }
+        if (st != SPMD_OK && !err[0]) group_err(g, err, errlen);
+    } else {
+        for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
+            box_head h;
+            memset(&h, 0, sizeof h);
+            snprintf(h.name, sizeof h.name, "%s", b.s[k].fqn);
+            h.ndim = b.s[k].ndim;
+            for (int d = 0; d < h.ndim; d++)
+                h.global[d] = b.s[k].global[d], h.off[d] = b.s[k].offsets[d], h.size[d] = b.s[k].sizes[d];
+            st = place(whole, &h, b.s[k].data, 0, err, errlen);
+        }
+        float *buf = NULL;
+        size_t cap = 0;
+        /* every rank's message is received, even after a failure, so no sender waits in vain */
+        for (int r = 1; r < world; r++) {
+            int64_t n = 0;
+            spmd_status sr = spmd_recv(g, &n, 1, SPMD_I64, r, GATHER_TAG, NULL);
+            if (sr != SPMD_OK) {
+                group_err(g, err, errlen);
+                return boxes_free(&b), free(buf), sr;
+            }
+            if (n < 0 && st == SPMD_OK) {
+                snprintf(err, errlen, "--save-model: rank %d could not describe its part of the model", r);
+                st = SPMD_ERR_NOMEM;
+            }
+            for (int64_t k = 0; k < n; k++) {
+                box_head h;
+                if ((sr = spmd_recv(g, &h, sizeof h, SPMD_U8, r, GATHER_TAG, NULL)) != SPMD_OK) {
+                    group_err(g, err, errlen);
+                    return boxes_free(&b), free(buf), sr;
+                }
+                h.name[sizeof h.name - 1] = 0;
+                size_t elems = 1;
+                int sane = h.ndim >= 1 && h.ndim <= 4;
+                for (int d = 0; sane && d < h.ndim; d++) sane = h.size[d] >= 1 && h.size[d] <= (1 << 28);
+                for (int d = 0; sane && d < h.ndim; d++) elems *= (size_t)h.size[d];
+                if (!sane || elems > ((size_t)1 << 30)) {
+                    snprintf(err, errlen, "--save-model: rank %d sent a malformed box", r);
+                    return boxes_free(&b), free(buf), SPMD_ERR_FORMAT;
+                }
+                if (elems > cap) {
+                    float *q = realloc(buf, elems * sizeof *q);
+                    if (!q) {
+                        snprintf(err, errlen, "out of memory");
+                        return boxes_free(&b), free(buf), SPMD_ERR_NOMEM;
+                    }
+                    buf = q, cap = elems;
+                }
+                if ((sr = spmd_recv(g, buf, elems, SPMD_F32, r, GATHER_TAG, NULL)) != SPMD_OK) {
+                    group_err(g, err, errlen);
+                    return boxes_free(&b), free(buf), sr;
+                }
+                if (st == SPMD_OK) st = place(whole, &h, buf, r, err, errlen);
+            }
+        }
+        free(buf);
+    }
+    boxes_free(&b);
+    return st;
+}

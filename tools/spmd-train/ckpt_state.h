@@ -1,0 +1,80 @@
+/* ckpt_state.h — spmd-train's checkpoints: torch.distributed.checkpoint's
+ * layout (DIR/step-N/.metadata and one file per rank, spmd/ckpt.h), written
+ * by every rank at once in every mode and loaded at any world size and
+ * layout (docs/TRAINING.md "Checkpoints").
+ *
+ * Each rank describes what it holds as boxes of the global tensors, under
+ * the keys torch's dcp.save({"model": model.state_dict(), "optim":
+ * get_optimizer_state_dict(model, opt)}) uses: model.<param>, model.<bn
+ * buffer>, optim.state.<param>.momentum_buffer (SGD) or .exp_avg, .exp_avg_sq
+ * and .step (Adam, AdamW); then the trainer's own items: trainer.state (the
+ * position, int64), trainer.rng (one row of dropout RNG words per rank) and
+ * the bytes items trainer.model and trainer.optimizer. */
+#ifndef SPMD_TRAIN_CKPT_STATE_H
+#define SPMD_TRAIN_CKPT_STATE_H
+#include "spmd/ckpt.h"
+#include "train.h"
+
+/* What one rank holds. */
+typedef struct {
+    spmd_model *model;        /* whole, a pipeline stage, or tensor-parallel shards */
+    float *params, *buffers;  /* its memory (the DDP reducer's when shared) */
+    const spmd_model *whole;  /* tensor parallelism: the unsharded model (global shapes); else NULL */
+    int t;                    /* tensor-parallel rank: a sharded tensor is block t of its dim */
+    spmd_optim *optim;        /* its state covers params[state_off, state_off + state_count) */
+    size_t state_off, state_count;
+} ckpt_layout;
+
+/* trainer.state: the position and the layout that saved it. */
+enum {
+    CK_EPOCH,          /* the epoch the next step belongs to */
+    CK_STEP_IN_EPOCH,  /* steps of that epoch done */
+    CK_GLOBAL_STEP,    /* steps done in all */
+    CK_OPTIM_STEPS,    /* the optimizer's step count */
+    CK_WORLD,
+    CK_REPLICAS,       /* data-parallel replicas: a step takes REPLICAS x BATCH samples */
+    CK_BATCH,
+    CK_PP, CK_TP, CK_ZERO,
+    CK_VERSION,        /* 1 */
+    CK_STATE_N
+};
+
+/* Save into root/step-<global step> (collective over g; NULL: one process).
+ * rng: this rank's dropout RNG (4 words).  The status is agreed. */
+spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, const int64_t state[CK_STATE_N],
+                      const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
+                      size_t errlen);
+
+/* The checkpoint to resume (collective): path is a step-N directory (it has
+ * a .metadata) or a root whose newest complete step-N is taken (a killed
+ * save has no .metadata and is skipped).  *found 0: none there. */
+spmd_status ckpt_find(spmd_group *g, const char *path, char *dir, size_t dirlen, int *found, char *err,
+                      size_t errlen);
+
+/* Load dir into L's memory (collective: every rank returns the same status;
+ * a rank whose load failed is named to the others).  state receives
+ * trainer.state; *rng_ok is 1 and rng this rank's saved RNG words when the
+ * checkpoint was saved by the same world and layout (else the caller
+ * re-seeds).  Non-finite floats are refused naming the key unless
+ * allow_nonfinite (then a warning). */
+spmd_status ckpt_load(spmd_group *g, const char *dir, const ckpt_layout *L, const char *model_name,
+                      const int64_t layout_now[CK_STATE_N], int allow_nonfinite, int64_t state[CK_STATE_N],
+                      uint64_t rng[4], int *rng_ok, char *err, size_t errlen);
+
+/* The position in a run taking replicas x batch samples per step with
+ * per_epoch steps per epoch, from a saved one: the samples of the epoch
+ * already seen are kept (both trainers take an epoch's samples in the order
+ * of one permutation shared by every rank).  *exact 0: the saved count is
+ * not a multiple of the new step's, the position is rounded down. */
+void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, long per_epoch, int *epoch,
+                   long *step_in_epoch, int *exact);
+
+/* --save-model with --pp or --tp > 1: every parameter and buffer of this
+ * rank's model (L's, no optimizer) is sent to rank 0 of g, which assembles
+ * them into `whole` (ranks other than 0 pass NULL).  owner: this rank's
+ * copy is the one to send (data-parallel replica 0); tensors replicated over
+ * the tensor-parallel group go from t = 0 only.  Collective over g. */
+spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, spmd_model *whole, char *err,
+                              size_t errlen);
+
+#endif
