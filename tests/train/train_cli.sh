@@ -82,6 +82,18 @@ has resume_wrong.err "holds a mlp model; this run trains cnn"
 run resume_optim 1 "$TRAIN" --model mlp $Q --steps 4 --optimizer adam --resume "$TMP/ck"
 has resume_optim.err "holds a sgd optimizer state; this run uses adam"
 
+# issue 26: a layout no resharding can satisfy (the CNN of 3-channel CIFAR-10 into the CNN of
+# 1-channel images) is refused naming the tensor and both shapes
+python3 - "$TMP/cifar" <<'PY' || exit 1
+import os, sys
+os.makedirs(sys.argv[1])
+for n in ["data_batch_%d.bin" % i for i in range(1, 6)] + ["test_batch.bin"]:
+    open(os.path.join(sys.argv[1], n), "wb").write(bytes([1] + [5] * 3072) * 16)
+PY
+run ck_cifar 0 "$TRAIN" --model cnn --dataset cifar10 --data "$TMP/cifar" --no-eval --quiet --steps 1 --checkpoint-dir "$TMP/ckc"
+run resume_shape 1 "$TRAIN" --model cnn $Q --steps 2 --resume "$TMP/ckc"
+has resume_shape.err "model.conv1.weight: saved with global shape [32, 3, 3, 3], wanted [32, 1, 3, 3]"
+
 # 8. corrupt checkpoints at world 1: what is wrong with the file, not "ranks disagree"
 cp -r "$TMP/ck/step-2" "$TMP/good"
 patch_state() { # FIELD VALUE: set trainer.state[FIELD] in the rank file (stored uncompressed)
