@@ -163,9 +163,9 @@ static int par_resume(ptrainer *t, size_t steps_per_epoch) {
      * of the same layout (not the pipeline's per-slot streams), else fresh
      * ones from the seed, the rank's stream and the step */
     uint64_t stream = (uint64_t)t->mesh.d * (uint64_t)t->o.pp + (uint64_t)t->mesh.p;
-    if (rng_ok && !t->pipe) memcpy(spmd_model_rng(t->model)->s, rng, sizeof rng);
-    else if (t->pipe) spmd_pipe_seed_dropout(t->pipe, t->o.seed, stream + ((uint64_t)t->start_step << 24));
-    else spmd_model_seed_dropout(t->model, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    if (t->pipe) spmd_pipe_seed_dropout(t->pipe, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    else if (!rng_ok) spmd_model_seed_dropout(t->model, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    if (rng_ok) memcpy(spmd_model_rng(t->model)->s, rng, sizeof rng);   /* the words trainer.rng keeps */
     if (strcmp(t->o.resume_dir, t->o.ckpt_dir ? t->o.ckpt_dir : "") == 0) t->saved_step = t->start_step;
     report_say(&t->rep, "resumed from %s: epoch %d, step %ld%s\n", dir, t->start_epoch + 1, t->start_step,
                exact ? "" : " (the saved samples per step do not divide this run's: the position in the epoch "
