@@ -36,7 +36,8 @@ static int dcp_compare_rel(const char *a, const char *b, const char *const *pref
         return -1;
     }
     size_t na = 0, nb = 0;
-    for (size_t i = 0; i < mb.nentries; i++) nb += !mb.entries[i].is_bytes && dcp_cmp_selected(mb.entries[i].fqn, prefixes);
+    for (size_t i = 0; i < mb.nentries; i++)
+        nb += !mb.entries[i].is_bytes && dcp_cmp_selected(mb.entries[i].fqn, prefixes);
     for (size_t i = 0; i < ma.nentries && rc == 0; i++) {
         const spmd_dcp_entry *ea = &ma.entries[i];
         if (ea->is_bytes || !dcp_cmp_selected(ea->fqn, prefixes)) continue;

@@ -12,7 +12,9 @@
  *     equal to its checkpoint's model.* tensors;
  *   the model-parallel trainer (ZeRO-1 with AdamW; pp 2) continues bit for
  *     bit in the same layout: 7 steps + --resume + 5 == 12 straight;
- *   a checkpoint of another model is refused naming both. */
+ *   a checkpoint of another model is refused naming both; a rank file cut
+ *     short stops every rank, the one that reads it naming it, the others
+ *     naming that rank. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -165,6 +167,19 @@ int main(void) {
         snprintf(d5, sizeof d5, "%s/z4to2/step-5", dir);
         CHECK_MSG(dcp_compare(d5, path("z4to2/step-3"), STATE, &d, &same) == 0 && !same && isfinite(d),
                   "steps 4 and 5 at world 3 changed nothing, or diverged");
+    }
+
+    /* a rank file cut short: only rank 3 reads it (its ZeRO-1 slices and RNG
+     * row); every rank stops, the others naming rank 3 */
+    {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p '%s/bad' && cp -r '%s/z4/step-3' '%s/bad/' && truncate -s 300 '%s/bad/step-3/__3_0.distcp'",
+                 dir, dir, dir, dir);
+        CHECK(system(cmd) == 0);
+        CHECK(train(4, "--zero", "--optimizer", "adam", "--lr", "0.001", "--steps", "4", "--resume", path("bad"),
+                    NULL) != 0 &&
+              log_has("rank 3 could not load") && log_has("__3_0.distcp"));
     }
 
     /* dp 2 x tp 2 -> dp 1 x tp 2, and plain DDP at world 3 */

@@ -187,6 +187,24 @@ static void group_err(spmd_group *g, char *err, size_t errlen) {
     snprintf(err, errlen, "%s", g ? spmd_group_errmsg(g) : "");
 }
 
+/* Every rank learns whether any failed (st: this rank's status; err keeps
+ * its own message), the others naming the lowest failing rank: no rank goes
+ * on training while another has stopped. */
+static spmd_status agree(spmd_group *g, spmd_status st, const char *what, char *err, size_t errlen) {
+    if (!g) return st;
+    int32_t mine = st == SPMD_OK ? INT32_MAX : spmd_group_rank(g), first = mine;
+    spmd_status st2 = spmd_all_reduce(g, &mine, &first, 1, SPMD_I32, SPMD_MIN);
+    if (st2 != SPMD_OK) {
+        if (st == SPMD_OK) group_err(g, err, errlen);
+        return st == SPMD_OK ? st2 : st;
+    }
+    if (st == SPMD_OK && first != INT32_MAX) {
+        snprintf(err, errlen, "rank %d could not %s (its message says why)", first, what);
+        return SPMD_ERR_MISMATCH;
+    }
+    return st;
+}
+
 /* ---- save -------------------------------------------------------------------- */
 
 spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, const int64_t state[CK_STATE_N],
@@ -220,15 +238,10 @@ spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, con
     const char *optim = L->optim ? spmd_optim_name(L->optim) : "sgd";
     spmd_dcp_bytes items[2] = {{"trainer.model", model_name, strlen(model_name)},
                                {"trainer.optimizer", optim, strlen(optim)}};
-    /* a rank that failed above still joins the collective with nothing, so
-     * every rank learns of the failure (the status is agreed) */
-    char e2[512] = "";
-    spmd_status st2 = spmd_dcp_save(g, dir, st == SPMD_OK ? b.s : NULL, st == SPMD_OK ? b.n : 0, items, 2, e2,
-                                    sizeof e2);
-    if (st == SPMD_OK && st2 != SPMD_OK) {
-        st = st2;
-        snprintf(err, errlen, "%s", e2);
-    }
+    char what[4300];
+    snprintf(what, sizeof what, "prepare its part of %s", dir);
+    if ((st = agree(g, st, what, err, errlen)) == SPMD_OK)   /* the save's own status is agreed */
+        st = spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
     boxes_free(&b);
     return st;
 }
@@ -384,19 +397,9 @@ spmd_status ckpt_load(spmd_group *g, const char *dir, const ckpt_layout *L, cons
     int rank = g ? spmd_group_rank(g) : 0;
     spmd_status st = load_local(dir, L, model_name, layout_now, allow_nonfinite, rank, state, rng, rng_ok, err,
                                 errlen);
-    if (!g) return st;
-    /* agree: the lowest failing rank is named to the others */
-    int32_t mine = st == SPMD_OK ? INT32_MAX : rank, first = mine;
-    spmd_status st2 = spmd_all_reduce(g, &mine, &first, 1, SPMD_I32, SPMD_MIN);
-    if (st2 != SPMD_OK) {
-        group_err(g, err, errlen);
-        return st2;
-    }
-    if (st == SPMD_OK && first != INT32_MAX) {
-        snprintf(err, errlen, "rank %d could not load %s (its message says why)", first, dir);
-        return SPMD_ERR_MISMATCH;
-    }
-    return st;
+    char what[4300];
+    snprintf(what, sizeof what, "load %s", dir);
+    return agree(g, st, what, err, errlen);
 }
 
 void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, long per_epoch, int *epoch,

@@ -185,8 +185,10 @@ static int par_save_model(ptrainer *t) {
     if (spmd_broadcast(t->g, &code, 1, SPMD_I32, 0) != SPMD_OK)
         return report_fail(t->rank, "--save-model", SPMD_ERR_INVALID, spmd_group_errmsg(t->g));
     if (code != SPMD_OK)
-        return report_fail(t->rank, "--save-model", (spmd_status)code, t->rank == 0 ? t->err : "rank 0 could not write it");
-    if (t->rank == 0 && !t->o.quiet) printf("model state_dict (gathered from every stage and block) written to %s\n", t->o.save_model);
+        return report_fail(t->rank, "--save-model", (spmd_status)code,
+                           t->rank == 0 ? t->err : "rank 0 could not write it");
+    if (t->rank == 0 && !t->o.quiet)
+        printf("model state_dict (gathered from every stage and block) written to %s\n", t->o.save_model);
     return 0;
 }
 
