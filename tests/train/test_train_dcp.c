@@ -11,7 +11,8 @@
  *     same; --save-model of pp 2 x tp 2 at world 4 writes the whole model,
  *     equal to its checkpoint's model.* tensors;
  *   the model-parallel trainer (ZeRO-1 with AdamW; pp 2) continues bit for
- *     bit in the same layout: 7 steps + --resume + 5 == 12 straight;
+ *     bit in the same layout: 3 steps + --resume + 3 == 6 straight, across
+ *     an epoch's end;
  *   a checkpoint of another model is refused naming both; a rank file cut
  *     short stops every rank, the one that reads it naming it, the others
  *     naming that rank. */
@@ -203,7 +204,7 @@ int main(void) {
               "--save-model of pp 2 x tp 2 differs from its checkpoint");
 
     /* the model-parallel trainer continues exactly in the same layout, mid-epoch
-     * and across an epoch's end (10 steps each): 7 + resume + 5 == 12 straight */
+     * and across an epoch's end (32 samples: 4 steps each): 3 + resume + 3 == 6 straight */
     static const char *const ALL[] = {"model.", "optim.", "trainer.", NULL};
     for (int pp = 0; pp < 2; pp++) {
         char straight[64], split[64], a[400], b[400];
@@ -216,16 +217,18 @@ int main(void) {
         static const char *const how[2][5] = {{"--zero", "--optimizer", "adamw", "--lr", "0.001"},
                                               {"--pp", "2", "--microbatches", "2", "--no-dropout"}};
         const char *const *h = how[pp];
-        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--steps", "12", "--checkpoint-dir", path(straight), NULL) == 0);
-        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--steps", "7", "--checkpoint-dir", path(split), NULL) == 0);
-        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--steps", "12", "--checkpoint-dir", path(split), "--resume",
-                    NULL) == 0);
-        snprintf(a, sizeof a, "%s/%s/step-12", dir, straight);
-        snprintf(b, sizeof b, "%s/%s/step-12", dir, split);
-        CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && same, "%s: 7 + resume + 5 differs from 12 steps by %g",
+        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "6", "--checkpoint-dir",
+                    path(straight), NULL) == 0);
+        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "3", "--checkpoint-dir",
+                    path(split), NULL) == 0);
+        CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "6", "--checkpoint-dir",
+                    path(split), "--resume", NULL) == 0);
+        snprintf(a, sizeof a, "%s/%s/step-6", dir, straight);
+        snprintf(b, sizeof b, "%s/%s/step-6", dir, split);
+        CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && same, "%s: 3 + resume + 3 differs from 6 steps by %g",
                   pp ? "pp 2" : "ZeRO-1", d);
-        snprintf(b, sizeof b, "%s/%s/step-7", dir, split);
-        CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && !same, "7 and 12 steps gave the same state");
+        snprintf(b, sizeof b, "%s/%s/step-3", dir, split);
+        CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && !same, "3 and 6 steps gave the same state");
     }
 
     /* another model's checkpoint */
