@@ -5,6 +5,7 @@ add_executable(spmd-train
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/input.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/loop.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/main.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/model_gather.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/options.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/parallel.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/report.c

@@ -1,6 +1,6 @@
 /* ckpt_state.c — spmd-train's DCP checkpoints (see ckpt_state.h): the boxes
  * a rank holds, the save, the search for the newest complete one, the load
- * with resharding, and the gather of a sharded model to rank 0. */
+ * with resharding (the gather of a sharded model: model_gather.c). */
 #include "ckpt_state.h"
 #include <dirent.h>
 #include <errno.h>
@@ -13,15 +13,8 @@
 
 /* ---- the boxes of one rank ---------------------------------------------------- */
 
-typedef struct {
-    spmd_dcp_shard *s;
-    size_t n, cap;
-    char **names;      /* owned fqn strings */
-    size_t nnames;
-    float *steps;      /* Adam's per-parameter step (0-d float32, as torch 2.x) */
-} boxes;
 
-static void boxes_free(boxes *b) {
+void ckpt_boxes_free(ckpt_boxes *b) {
     for (size_t i = 0; i < b->nnames; i++) free(b->names[i]);
     free(b->names);
     free(b->s);
@@ -29,8 +22,8 @@ static void boxes_free(boxes *b) {
     memset(b, 0, sizeof *b);
 }
 
-static const char *name_add(boxes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *name_add(boxes *b, const char *fmt, ...) {
+static const char *name_add(ckpt_boxes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *name_add(ckpt_boxes *b, const char *fmt, ...) {
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
@@ -43,7 +36,7 @@ static const char *name_add(boxes *b, const char *fmt, ...) {
     return q[b->nnames++];
 }
 
-static spmd_dcp_shard *box_add(boxes *b, const char *fqn, const char *dtype, int ndim, const int64_t *global) {
+static spmd_dcp_shard *box_add(ckpt_boxes *b, const char *fqn, const char *dtype, int ndim, const int64_t *global) {
     if (!fqn) return NULL;
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;
@@ -82,7 +75,7 @@ static void geometry(const ckpt_layout *L, const spmd_tensor_info *p, int64_t *g
  * row, whole rows, a partial last row, recursively.  idx: the fixed indices
  * of dims < k; base: the flat index of that sub-tensor's start. */
 typedef struct {
-    boxes *b;
+    ckpt_boxes *b;
     const char *fqn;
     int ndim;
     const int64_t *global, *shift;
@@ -134,8 +127,7 @@ static void flat_rec(flat_ctx *c, const int64_t *shape, int k, int64_t *idx, int
 static const char *const SGD_STATE[] = {"momentum_buffer"};
 static const char *const ADAM_STATE[] = {"exp_avg", "exp_avg_sq"};
 
-/* Every box of L; with_optim 0: the model only. */
-static int boxes_build(const ckpt_layout *L, int with_optim, boxes *b) {
+int ckpt_boxes_build(const ckpt_layout *L, int with_optim, ckpt_boxes *b) {
     memset(b, 0, sizeof *b);
     int np = spmd_model_num_params(L->model), nb = spmd_model_num_buffers(L->model);
     int arrays = with_optim && L->optim ? spmd_optim_state_arrays(L->optim) : 0;
@@ -218,8 +210,8 @@ spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, con
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         st = SPMD_ERR_IO;
     }
-    boxes b;
-    if (boxes_build(L, 1, &b) != 0 && st == SPMD_OK) {
+    ckpt_boxes b;
+    if (ckpt_boxes_build(L, 1, &b) != 0 && st == SPMD_OK) {
         snprintf(err, errlen, "out of memory describing the checkpoint");
         st = SPMD_ERR_NOMEM;
     }
@@ -242,7 +234,7 @@ spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, con
     snprintf(what, sizeof what, "prepare its part of %s", dir);
     if ((st = agree(g, st, what, err, errlen)) == SPMD_OK)   /* the save's own status is agreed */
         st = spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
-    boxes_free(&b);
+    ckpt_boxes_free(&b);
     return st;
 }
 
@@ -313,7 +305,7 @@ static spmd_status check_item(const char *dir, const char *fqn, const char *what
     return st;
 }
 
-static spmd_status check_finite(const boxes *b, const char *dir, int allow, int rank, char *err, size_t errlen) {
+static spmd_status check_finite(const ckpt_boxes *b, const char *dir, int allow, int rank, char *err, size_t errlen) {
     for (size_t k = 0; k < b->n; k++) {
         const spmd_dcp_shard *s = &b->s[k];
         if (strcmp(s->dtype, "float32") != 0) continue;
@@ -364,15 +356,15 @@ static spmd_status load_local(const char *dir, const ckpt_layout *L, const char 
                  (long long)state[CK_REPLICAS], (long long)state[CK_BATCH]);
         return SPMD_ERR_FORMAT;
     }
-    boxes b;
-    if (boxes_build(L, 1, &b) != 0) {
-        boxes_free(&b);
+    ckpt_boxes b;
+    if (ckpt_boxes_build(L, 1, &b) != 0) {
+        ckpt_boxes_free(&b);
         snprintf(err, errlen, "out of memory describing the checkpoint");
         return SPMD_ERR_NOMEM;
     }
     st = spmd_dcp_load(dir, b.s, b.n, err, errlen);
     if (st == SPMD_OK) st = check_finite(&b, dir, allow_nonfinite, rank, err, errlen);
-    boxes_free(&b);
+    ckpt_boxes_free(&b);
     if (st != SPMD_OK) return st;
     if (L->optim) spmd_optim_set_steps(L->optim, state[CK_OPTIM_STEPS]);
     /* the dropout streams continue only where the same rank runs the same part */
@@ -413,155 +405,4 @@ void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, lon
         (*epoch)++;
         *step_in_epoch = 0;
     }
-}
-
-/* ---- the whole model on rank 0 --------------------------------------------------- */
-
-enum { GATHER_TAG = 0x7a11 };
-
-typedef struct {
-    char name[200];
-    int64_t ndim, global[4], off[4], size[4];
-} box_head;
-
-/* Copy the box (row-major in src) into the whole tensor dst of shape g. */
-static void paste(float *dst, const box_head *h, const float *src) {
-    int nd = (int)h->ndim;
-    int64_t rows = 1, run = h->size[nd - 1];
-    for (int d = 0; d < nd - 1; d++) rows *= h->size[d];
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t rem = r, flat = 0;
-        int64_t idx[4] = {0};
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d] = rem % h->size[d];
-            rem /= h->size[d];
-        }
-        for (int d = 0; d < nd; d++) flat = flat * h->global[d] + (d < nd - 1 ? idx[d] : 0) + h->off[d];
-        memcpy(dst + flat, src + r * run, sizeof(float) * (size_t)run);
-    }
-}
-
-/* The tensor of `whole` named name (parameter or buffer) and its memory. */
-static float *whole_tensor(spmd_model *whole, const char *name, const spmd_tensor_info **ti) {
-    for (int i = 0; i < spmd_model_num_params(whole); i++)
-        if (strcmp(spmd_model_param(whole, i)->name, name) == 0) {
-            *ti = spmd_model_param(whole, i);
-            return spmd_model_params(whole, NULL) + (*ti)->offset;
-        }
-    for (int i = 0; i < spmd_model_num_buffers(whole); i++)
-        if (strcmp(spmd_model_buffer(whole, i)->name, name) == 0) {
-            *ti = spmd_model_buffer(whole, i);
-            return spmd_model_buffers(whole, NULL) + (*ti)->offset;
-        }
-    return NULL;
-}
-
-static spmd_status place(spmd_model *whole, const box_head *h, const float *data, int from, char *err,
-                         size_t errlen) {
-    const spmd_tensor_info *ti = NULL;
-    float *dst = whole_tensor(whole, h->name + 6 /* "model." */, &ti);
-    int ok = dst && ti->ndim == h->ndim && h->ndim >= 1 && h->ndim <= 4;
-    for (int d = 0; ok && d < h->ndim; d++)
-        ok = h->global[d] == ti->shape[d] && h->off[d] >= 0 && h->size[d] >= 1 &&
-             h->off[d] + h->size[d] <= h->global[d];
-    if (!ok) {
-        snprintf(err, errlen, "--save-model: rank %d sent %s, which the whole %s model does not have in that shape",
-                 from, h->name, spmd_model_arch(whole));
-        return SPMD_ERR_MISMATCH;
-    }
-    paste(dst, h, data);
-    return SPMD_OK;
-}
-
-spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, spmd_model *whole, char *err,
-                              size_t errlen) {
-    int rank = spmd_group_rank(g), world = spmd_group_size(g);
-    boxes b;
-    spmd_status st = SPMD_OK;
-    if (boxes_build(L, 0, &b) != 0) {
-        snprintf(err, errlen, "out of memory");
-        st = SPMD_ERR_NOMEM;
-    }
-    /* what this rank sends: its blocks, and whole tensors only from t = 0 */
-    int64_t count = 0;
-    for (size_t k = 0; st == SPMD_OK && owner && k < b.n; k++) {
-        spmd_dcp_shard *s = &b.s[k];
-        int whole_tensor_here = 1;
-        for (int d = 0; d < s->ndim; d++) whole_tensor_here &= s->sizes[d] == s->global[d];
-        if (!whole_tensor_here || L->t == 0) b.s[count++] = *s;
-    }
-    if (rank != 0) {
-        if (st != SPMD_OK) count = -1;   /* rank 0 learns of the failure */
-        st = spmd_send(g, &count, 1, SPMD_I64, 0, GATHER_TAG);
-        for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
-            const spmd_dcp_shard *s = &b.s[k];
-            box_head h;
-            memset(&h, 0, sizeof h);
-            snprintf(h.name, sizeof h.name, "%s", s->fqn);
-            h.ndim = s->ndim;
-            size_t n = 1;
-            for (int d = 0; d < s->ndim; d++)
-                h.global[d] = s->global[d], h.off[d] = s->offsets[d], h.size[d] = s->sizes[d], n *= (size_t)s->sizes[d];
-            st = spmd_send(g, &h, sizeof h, SPMD_U8, 0, GATHER_TAG);
-            if (st == SPMD_OK) st = spmd_send(g, s->data, n, SPMD_F32, 0, GATHER_TAG);
-        }
-        if (st != SPMD_OK && !err[0]) group_err(g, err, errlen);
-    } else {
-        for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
-            box_head h;
-            memset(&h, 0, sizeof h);
-            snprintf(h.name, sizeof h.name, "%s", b.s[k].fqn);
-            h.ndim = b.s[k].ndim;
-            for (int d = 0; d < h.ndim; d++)
-                h.global[d] = b.s[k].global[d], h.off[d] = b.s[k].offsets[d], h.size[d] = b.s[k].sizes[d];
-            st = place(whole, &h, b.s[k].data, 0, err, errlen);
-        }
-        float *buf = NULL;
-        size_t cap = 0;
-        /* every rank's message is received, even after a failure, so no sender waits in vain */
-        for (int r = 1; r < world; r++) {
-            int64_t n = 0;
-            spmd_status sr = spmd_recv(g, &n, 1, SPMD_I64, r, GATHER_TAG, NULL);
-            if (sr != SPMD_OK) {
-                group_err(g, err, errlen);
-                return boxes_free(&b), free(buf), sr;
-            }
-            if (n < 0 && st == SPMD_OK) {
-                snprintf(err, errlen, "--save-model: rank %d could not describe its part of the model", r);
-                st = SPMD_ERR_NOMEM;
-            }
-            for (int64_t k = 0; k < n; k++) {
-                box_head h;
-                if ((sr = spmd_recv(g, &h, sizeof h, SPMD_U8, r, GATHER_TAG, NULL)) != SPMD_OK) {
-                    group_err(g, err, errlen);
-                    return boxes_free(&b), free(buf), sr;
-                }
-                h.name[sizeof h.name - 1] = 0;
-                size_t elems = 1;
-                int sane = h.ndim >= 1 && h.ndim <= 4;
-                for (int d = 0; sane && d < h.ndim; d++) sane = h.size[d] >= 1 && h.size[d] <= (1 << 28);
-                for (int d = 0; sane && d < h.ndim; d++) elems *= (size_t)h.size[d];
-                if (!sane || elems > ((size_t)1 << 30)) {
-                    snprintf(err, errlen, "--save-model: rank %d sent a malformed box", r);
-                    return boxes_free(&b), free(buf), SPMD_ERR_FORMAT;
-                }
-                if (elems > cap) {
-                    float *q = realloc(buf, elems * sizeof *q);
-                    if (!q) {
-                        snprintf(err, errlen, "out of memory");
-                        return boxes_free(&b), free(buf), SPMD_ERR_NOMEM;
-                    }
-                    buf = q, cap = elems;
-                }
-                if ((sr = spmd_recv(g, buf, elems, SPMD_F32, r, GATHER_TAG, NULL)) != SPMD_OK) {
-                    group_err(g, err, errlen);
-                    return boxes_free(&b), free(buf), sr;
-                }
-                if (st == SPMD_OK) st = place(whole, &h, buf, r, err, errlen);
-            }
-        }
-        free(buf);
-    }
-    boxes_free(&b);
-    return st;
 }

@@ -25,6 +25,18 @@ typedef struct {
     size_t state_off, state_count;
 } ckpt_layout;
 
+/* The boxes of L's tensors this rank holds, as spmd_dcp_shard under torch's
+ * keys (with_optim 0: the model's only); 0, or -1 (out of memory: free it). */
+typedef struct {
+    spmd_dcp_shard *s;
+    size_t n, cap;
+    char **names;  /* owned key strings */
+    size_t nnames;
+    float *steps;  /* Adam's per-tensor step (a 0-d float32, as torch 2.x) */
+} ckpt_boxes;
+int ckpt_boxes_build(const ckpt_layout *L, int with_optim, ckpt_boxes *b);
+void ckpt_boxes_free(ckpt_boxes *b);
+
 /* trainer.state: the position and the layout that saved it. */
 enum {
     CK_EPOCH,          /* the epoch the next step belongs to */
@@ -69,7 +81,7 @@ spmd_status ckpt_load(spmd_group *g, const char *dir, const ckpt_layout *L, cons
 void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, long per_epoch, int *epoch,
                    long *step_in_epoch, int *exact);
 
-/* --save-model with --pp or --tp > 1: every parameter and buffer of this
+/* model_gather.c — --save-model with --pp or --tp > 1: every parameter and buffer of this
  * rank's model (L's, no optimizer) is sent to rank 0 of g, which assembles
  * them into `whole` (ranks other than 0 pass NULL).  owner: this rank's
  * copy is the one to send (data-parallel replica 0); tensors replicated over

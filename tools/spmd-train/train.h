@@ -2,7 +2,8 @@
  *   options.c     the command line: every flag, its checks, --help
  *   input.c       the data sets (Fashion-MNIST, CIFAR-10) and batch filling
  *   sync.c        data-parallel gradient synchronisation and --check-sync
- *   checkpoint.c  --checkpoint-dir / --resume
+ *   checkpoint.c  --checkpoint-dir / --resume of the data-parallel trainer
+ *   ckpt_state.c  the checkpoints of both (DCP layout), model_gather.c --save-model with --pp/--tp
  *   report.c      progress lines, --metrics, --plot, errors
  *   loop.c        the data-parallel trainer (DDP or average_gradients)
  *   parallel.c    the model-parallel trainer (--pp, --tp, --zero)
