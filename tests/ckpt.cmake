@@ -42,6 +42,9 @@ add_test(NAME test_ckpt_torch_load_spmd
 set_tests_properties(test_ckpt_torch_load_spmd PROPERTIES SKIP_RETURN_CODE 77
                      LABELS "mp;ckpt;python;torch2" TIMEOUT 600)
 spmd_test(test_ckpt_kill SOURCES ckpt/test_ckpt_kill.c LIBS spmdnn LABELS "mp;ckpt;fault" ARGS 3 TIMEOUT 300)
+# The same kills landing in async saves (spmd_dcp_save_async's background thread).
+add_test(NAME test_ckpt_kill_async COMMAND test_ckpt_kill 3 -1 async)
+set_tests_properties(test_ckpt_kill_async PROPERTIES TIMEOUT 300 LABELS "mp;ckpt;fault")
 
 # The data-item reader (torch.save archives in .distcp files), fuzzed the same way:
 #   ./tests/fuzz_torch_item -max_total_time=60 -max_len=8192 corpus_dir/
@@ -57,3 +60,4 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_libraries(fuzz_torch_item PRIVATE spmd_static PkgConfig::ZLIB m)
   set_target_properties(fuzz_torch_item PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
+spmd_test(test_ckpt_async SOURCES ckpt/test_ckpt_async.c LIBS spmdnn LABELS "mp;ckpt" TIMEOUT 240)

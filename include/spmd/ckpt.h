@@ -136,6 +136,48 @@ spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *
                           size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
                           size_t errlen);
 
+/* ---- async saving ----------------------------------------------------------
+ * The caller is blocked only while its state is copied into a staging buffer
+ * the saver owns; the plans' exchange, the writes, the fsyncs and the
+ * metadata-last commit then run on a thread of the saver's own, with the
+ * same outcome and the same directory-level atomicity as spmd_dcp_save (a
+ * killed save never leaves a checkpoint that looks complete).
+ *
+ * The background's collectives run on a subgroup of all of g's ranks that
+ * the saver makes at creation: a subgroup has its own connections, sequence
+ * numbers and executor, so they never interleave with the collectives the
+ * caller keeps issuing on g (two threads issuing collectives on one group
+ * would issue them in different orders on different ranks).  Groups over MPI
+ * are refused (SPMD_ERR_UNSUPPORTED): the thread would call MPI beside the
+ * caller's own MPI calls. */
+typedef struct spmd_dcp_saver spmd_dcp_saver;
+
+/* Collective over g (g NULL: one process): a saver.  Free it (collectively,
+ * before g is destroyed) with spmd_dcp_saver_free. */
+spmd_status spmd_dcp_saver_new(spmd_group *g, spmd_dcp_saver **out, char *err, size_t errlen);
+
+/* Start a save of the same arguments as spmd_dcp_save (every rank calls it,
+ * in the same order).  Returns once every shard and bytes item is copied:
+ * the caller may change or free its buffers at once.  The staging buffer is
+ * kept for the next save (no new page faults when the state keeps its size).
+ * A save of this saver still running is waited for first; when that one
+ * failed and its outcome was not taken by spmd_dcp_save_wait, that outcome
+ * is returned (the same on every rank) and no new save starts.  A bad
+ * argument or a failed staging is returned at once, and also agreed with
+ * the other ranks in the background, so their wait reports it (naming this
+ * rank) instead of waiting for this rank's file. */
+spmd_status spmd_dcp_save_async(spmd_dcp_saver *s, const char *dir, const spmd_dcp_shard *shards,
+                                size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                                size_t errlen);
+
+/* Wait for the last save started; its status, agreed by every rank: the
+ * lowest failing rank's cause, named ("rank 1: DIR/__1_0.distcp.tmp:
+ * create: Permission denied").  SPMD_OK when no save's outcome is pending. */
+spmd_status spmd_dcp_save_wait(spmd_dcp_saver *s, char *err, size_t errlen);
+
+/* Wait for a running save (its outcome is dropped), destroy the subgroup. */
+void spmd_dcp_saver_free(spmd_dcp_saver *s);
+
 /* A bytes item of the checkpoint in dir (torch.save of a bytes or str
  * object); *data is malloc'd. */
 spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len,

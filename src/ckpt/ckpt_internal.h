@@ -52,6 +52,17 @@ spmd_status spmd__torch_save_bytes(struct spmd__pw *w, const void *data, size_t 
 spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
                                     size_t *len, char *err, size_t errlen);
 
+/* ---- the collective save (dcp_save.c), shared with the async saver ------- */
+/* The local argument checks of spmd_dcp_save. */
+spmd_status spmd__dcp_save_check(const spmd_dcp_shard *shards, size_t nshards, const spmd_dcp_bytes *bytes,
+                                 size_t nbytes, char *err, size_t errlen);
+/* The save over g (NULL: one process) of items already checked; mine is this
+ * rank's outcome so far (a failed check or staging: it then passes no items),
+ * which the ranks agree on before anything is written. */
+spmd_status spmd__dcp_save_run(spmd_group *g, const char *dir, const spmd_dcp_shard *shards, size_t nshards,
+                               const spmd_dcp_bytes *bytes, size_t nbytes, spmd_status mine, char *err,
+                               size_t errlen);
+
 /* The byte range of one storage item, read from its file (malloc'd). */
 spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
                                  size_t errlen);
