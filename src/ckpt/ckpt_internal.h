@@ -13,10 +13,6 @@
 spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *err,
                             size_t errlen, spmd_status st);
 
-/* Read a whole regular file of at most max bytes into a malloc'd buffer. */
-spmd_status spmd__read_small_file(const char *path, size_t max, void **buf, size_t *len,
-                                  char *err, size_t errlen);
-
 /* ---- torch.save archives (torch_zip.c) ------------------------------------ */
 /* The stored entry <archive>/<suffix> of the zip z[0..n) (exactly one
  * directory level, as torch.save names them). */
