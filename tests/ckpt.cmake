@@ -61,3 +61,7 @@ if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   set_target_properties(fuzz_torch_item PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endif()
 spmd_test(test_ckpt_async SOURCES ckpt/test_ckpt_async.c LIBS spmdnn LABELS "mp;ckpt" TIMEOUT 240)
+# Benchmark (not a test): save/load bandwidth and the async stall (bench/ckpt_bench.sh).
+add_executable(ckpt_bench ${PROJECT_SOURCE_DIR}/bench/ckpt_bench.c)
+target_link_libraries(ckpt_bench PRIVATE spmdnn)
+set_target_properties(ckpt_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
