@@ -65,3 +65,6 @@ spmd_test(test_ckpt_async SOURCES ckpt/test_ckpt_async.c LIBS spmdnn LABELS "mp;
 add_executable(ckpt_bench ${PROJECT_SOURCE_DIR}/bench/ckpt_bench.c)
 target_link_libraries(ckpt_bench PRIVATE spmdnn)
 set_target_properties(ckpt_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+# Bytes items holding Python values (optimizer param_groups ...) from torch 2.6's dcp.save.
+spmd_test(test_ckpt_value SOURCES ckpt/test_ckpt_value.c LIBS spmdnn LABELS "unit;ckpt"
+          ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)

@@ -183,6 +183,47 @@ void spmd_dcp_saver_free(spmd_dcp_saver *s);
 spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len,
                                 char *err, size_t errlen);
 
+/* The Python value of a bytes item: what torch's dcp.save writes for every
+ * non-tensor entry of a state dict (torch.save(obj)), e.g. the optimizer's
+ * param_groups (optim.param_groups.0.lr 0.01, .betas (0.9, 0.999),
+ * .params [0, 1], .foreach None).  Only plain data is read: None, bools,
+ * ints (64-bit), floats, str, bytes, and tuples, lists and dicts of them
+ * (nested at most 64 deep, at most 1 Mi values).  Anything else — a global
+ * (a torch.dtype, a class, a callable), a tensor — is refused with
+ * SPMD_ERR_FORMAT naming the item and what it holds; nothing is executed. */
+typedef enum {
+    SPMD_DCP_NONE,
+    SPMD_DCP_BOOL,
+    SPMD_DCP_INT,
+    SPMD_DCP_FLOAT,
+    SPMD_DCP_STR,
+    SPMD_DCP_BYTES,
+    SPMD_DCP_LIST, /* a list or a tuple (is_tuple) */
+    SPMD_DCP_DICT
+} spmd_dcp_value_type;
+
+typedef struct spmd_dcp_value spmd_dcp_value;
+struct spmd_dcp_value {
+    spmd_dcp_value_type type;
+    int is_tuple;
+    int64_t i;              /* BOOL (0/1), INT */
+    double f;               /* FLOAT */
+    char *s;                /* STR (UTF-8, NUL-terminated), BYTES */
+    size_t len;             /* STR, BYTES */
+    size_t n;               /* LIST: items; DICT: pairs */
+    spmd_dcp_value *items;  /* LIST: n values; DICT: key, value, key, value ... */
+};
+
+/* Read the bytes item fqn of the checkpoint in dir as a value (*out owns its
+ * memory: spmd_dcp_value_free).  No such bytes item: SPMD_ERR_NOTFOUND. */
+spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value *out, char *err,
+                                size_t errlen);
+void spmd_dcp_value_free(spmd_dcp_value *v);
+
+/* A bytes item holding one number (an int, float or bool) as a double
+ * (lr, momentum, weight_decay); SPMD_ERR_MISMATCH for any other value. */
+spmd_status spmd_dcp_load_number(const char *dir, const char *fqn, double *out, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,7 +174,7 @@ spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *wh
     if (!buf || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_metadata_decode: bad args");
     memset(out, 0, sizeof *out);
     ctx c = {what ? what : ".metadata", err, errlen};
-    spmd__pickle_limits lim = {meta_allow, 0, 64u << 20, 64u << 20, 1u << 16};
+    spmd__pickle_limits lim = {meta_allow, 0, 64u << 20, 64u << 20, 1u << 16, 0};
     spmd__pickle *p = NULL;
     spmd__pv *root = NULL;
     spmd_status st = spmd__pickle_load(buf, len, &lim, c.what, &p, &root, err, errlen);

@@ -432,27 +432,3 @@ spmd_status spmd__dcp_save_run(spmd_group *g, const char *dir, const spmd_dcp_sh
     free(loc_lens);
     return st;
 }
-
-spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len, char *err,
-                                size_t errlen) {
-    if (!dir || !fqn || !data || !len) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_load_bytes: bad args");
-    spmd_dcp_metadata m;
-    spmd_status st = spmd_dcp_metadata_read(dir, &m, err, errlen);
-    if (st) return st;
-    const spmd_dcp_entry *e = spmd_dcp_metadata_find(&m, fqn);
-    const spmd_dcp_storage *s = NULL;
-    for (size_t i = 0; e && e->is_bytes && i < m.nstorage; i++)
-        if (!strcmp(m.storage[i].fqn, fqn)) s = &m.storage[i];
-    if (!s) {
-        spmd_dcp_metadata_free(&m);
-        return spmd__fail(err, errlen, SPMD_ERR_NOTFOUND, "%s: no bytes item %s", dir, fqn);
-    }
-    uint8_t *buf = NULL;
-    st = spmd__dcp_read_range(dir, s, &buf, err, errlen);
-    char what[4200];
-    snprintf(what, sizeof what, "%s/%s (%s)", dir, s->relative_path, fqn);
-    if (!st) st = spmd__torch_bytes_parse(buf, (size_t)s->length, what, data, len, err, errlen);
-    free(buf);
-    spmd_dcp_metadata_free(&m);
-    return st;
-}

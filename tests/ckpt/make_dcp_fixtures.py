@@ -9,6 +9,14 @@ Run with torch 2.x (Debian 13's python3-torch 2.6), e.g. from the source tree:
   dcp_w2/  world 2 (gloo, two processes): w a DTensor sharded on dim 0
            (chunks [0:2] and [2:4]), b replicated (saved once), step = 7,
            extra.epoch = 3
+  dcp_optim/ world 1: {"model": Net().state_dict(), "optim": get_optimizer_state_dict(...)}
+           of a Linear fc1 (3 -> 2) after one SGD step (lr 0.01, momentum 0.5), so
+           the param_groups are bytes items holding Python floats, bools, None,
+           a list of str; plus extra.nested (a dict of a list, None, a tuple of
+           a bool and bytes), extra.raw (bytes, which protocol 2 pickles as
+           _codecs.encode(str, "latin1")) and two values spmd must refuse: extra.dtype
+           (torch.float32, a global) and extra.cplx (complex(1, 2), a REDUCE of
+           builtins.complex)
 The values are fixed so the C tests can check them.
 """
 import os
@@ -38,10 +46,33 @@ def world2(rank, out, initfile):
     dist.destroy_process_group()
 
 
+def optim_fixture(path):
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc1(x)
+
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.5)
+    net(torch.ones(4, 3)).sum().backward()
+    opt.step()
+    sd = {"model": net.state_dict(), "optim": get_optimizer_state_dict(net, opt),
+          "extra": {"nested": {"a": [1, 2.5, "x"], "b": None, "t": (True, b"raw")},
+                    "raw": b"\x00\xffrng", "dtype": torch.float32, "cplx": complex(1, 2)}}
+    dcp.save(sd, checkpoint_id=path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     dcp.save(state(), checkpoint_id=os.path.join(out, "dcp_w1"))  # no process group: a single-process save
+    optim_fixture(os.path.join(out, "dcp_optim"))
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(world2, args=(out, os.path.join(tmp, "init")), nprocs=2, join=True)
     print("torch", torch.__version__, "wrote", out)
