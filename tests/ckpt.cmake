@@ -52,7 +52,8 @@ spmd_test(test_ckpt_fuzz_torch_item SOURCES fuzz/fuzz_torch_item.c fuzz/replay_m
           LABELS "unit;fuzz;ckpt" TIMEOUT 120)
 if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   add_executable(fuzz_torch_item fuzz/fuzz_torch_item.c ${SPMD_CKPT_FUZZ_SRC}
-                 ${PROJECT_SOURCE_DIR}/src/ckpt/torch_zip.c ${PROJECT_SOURCE_DIR}/src/ckpt/torch_save.c)
+                 ${PROJECT_SOURCE_DIR}/src/ckpt/torch_zip.c ${PROJECT_SOURCE_DIR}/src/ckpt/torch_save.c
+                 ${PROJECT_SOURCE_DIR}/src/ckpt/dcp_value.c ${PROJECT_SOURCE_DIR}/src/ckpt/dcp_load.c)
   target_include_directories(fuzz_torch_item PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(fuzz_torch_item PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)

@@ -59,6 +59,10 @@ spmd_status spmd__dcp_save_run(spmd_group *g, const char *dir, const spmd_dcp_sh
                                const spmd_dcp_bytes *bytes, size_t nbytes, spmd_status mine, char *err,
                                size_t errlen);
 
+/* A bytes item's torch.save archive z[0..n) as a plain value (dcp_value.c). */
+spmd_status spmd__dcp_value_parse(const uint8_t *z, size_t n, const char *what, spmd_dcp_value *out, char *err,
+                                  size_t errlen);
+
 /* The byte range of one storage item, read from its file (malloc'd). */
 spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,
                                  size_t errlen);

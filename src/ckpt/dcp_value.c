@@ -105,16 +105,12 @@ static spmd_status convert(conv *c, const spmd__pv *v, spmd_dcp_value *out, int 
     return spmd__fail(c->err, c->errlen, SPMD_ERR_NOMEM, "%s: out of memory", c->what);
 }
 
-spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value *out, char *err, size_t errlen) {
-    if (!dir || !fqn || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_load_value: bad args");
+spmd_status spmd__dcp_value_parse(const uint8_t *z, size_t n, const char *what, spmd_dcp_value *out, char *err,
+                                  size_t errlen) {
     memset(out, 0, sizeof *out);
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    char what[4200];
-    spmd_status st = item_archive(dir, fqn, &buf, &n, what, sizeof what, err, errlen);
     const uint8_t *pk = NULL;
     uint64_t pklen = 0;
-    if (!st) st = spmd__zip_find(buf, n, "data.pkl", &pk, &pklen, what, err, errlen);
+    spmd_status st = spmd__zip_find(z, n, "data.pkl", &pk, &pklen, what, err, errlen);
     spmd__pickle_limits lim = {spmd__plain_data_allow, 0, MAX_VALUES, MAX_VALUES, 4 * MAX_DEPTH, 1};
     spmd__pickle *p = NULL;
     spmd__pv *root = NULL;
@@ -123,6 +119,17 @@ spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value
     if (!st) st = convert(&c, root, out, 0);
     if (st) spmd_dcp_value_free(out);
     spmd__pickle_free(p);
+    return st;
+}
+
+spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value *out, char *err, size_t errlen) {
+    if (!dir || !fqn || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_load_value: bad args");
+    memset(out, 0, sizeof *out);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    char what[4200];
+    spmd_status st = item_archive(dir, fqn, &buf, &n, what, sizeof what, err, errlen);
+    if (!st) st = spmd__dcp_value_parse(buf, n, what, out, err, errlen);
     free(buf);
     return st;
 }
