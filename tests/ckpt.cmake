@@ -69,3 +69,10 @@ set_target_properties(ckpt_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_B
 # Bytes items holding Python values (optimizer param_groups ...) from torch 2.6's dcp.save.
 spmd_test(test_ckpt_value SOURCES ckpt/test_ckpt_value.c LIBS spmdnn LABELS "unit;ckpt"
           ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)
+# The same checks on a dcp_optim this machine's torch 2.x writes now (the
+# torch2 root of `make check-torch2`; skipped, 77, without torch 2.x).
+add_test(NAME test_ckpt_value_torch
+         COMMAND sh -c "python3 -c 'import torch.distributed.checkpoint' 2>/dev/null || exit 77; d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT && python3 -W ignore \"$1\" \"$d\" dcp_optim >/dev/null && \"$0\" \"$d\""
+                 $<TARGET_FILE:test_ckpt_value> ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/make_dcp_fixtures.py)
+set_tests_properties(test_ckpt_value_torch PROPERTIES SKIP_RETURN_CODE 77 LABELS "unit;ckpt;python;torch2"
+                     TIMEOUT 300)

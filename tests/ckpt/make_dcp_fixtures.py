@@ -2,8 +2,8 @@
 """Make the DCP fixtures under tests/ckpt/fixtures/ with torch's own dcp.save.
 
 Run with torch 2.x (Debian 13's python3-torch 2.6), e.g. from the source tree:
-  scripts/torch2-root.sh run -- python3 tests/ckpt/make_dcp_fixtures.py tests/ckpt/fixtures
-(the root of issue 24's helper; see docs/DATA.md).  Writes:
+  scripts/torch2-root.sh run -- python3 tests/ckpt/make_dcp_fixtures.py tests/ckpt/fixtures [NAME...]
+(the root of issue 24's helper; see docs/DATA.md).  Writes (only the NAMEs given, if any):
   dcp_w1/  world 1: w float32 [4,3] = arange, b bfloat16 [5] = arange/4,
            step int64 scalar = 7, extra.epoch (a Python int: a bytes item)
   dcp_w2/  world 2 (gloo, two processes): w a DTensor sharded on dim 0
@@ -70,13 +70,16 @@ def optim_fixture(path):
 
 def main():
     out = sys.argv[1]
+    only = set(sys.argv[2:])  # names to make (default: all)
     os.makedirs(out, exist_ok=True)
-    dcp.save(state(), checkpoint_id=os.path.join(out, "dcp_w1"))  # no process group: a single-process save
-    optim_fixture(os.path.join(out, "dcp_optim"))
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(world2, args=(out, os.path.join(tmp, "init")), nprocs=2, join=True)
+    if not only or "dcp_w1" in only:
+        dcp.save(state(), checkpoint_id=os.path.join(out, "dcp_w1"))  # no process group: a single-process save
+    if not only or "dcp_optim" in only:
+        optim_fixture(os.path.join(out, "dcp_optim"))
+    if not only or "dcp_w2" in only:
+        with tempfile.TemporaryDirectory() as tmp:
+            mp.spawn(world2, args=(out, os.path.join(tmp, "init")), nprocs=2, join=True)
     print("torch", torch.__version__, "wrote", out)
-
 
 if __name__ == "__main__":
     main()
