@@ -4,7 +4,8 @@
 # parameters) with one optimizer moment each, at worlds 1, 2 and 4, every
 # tensor split by rows over the ranks:
 #   spmd   bench/ckpt_bench.c: spmd_dcp_save / spmd_dcp_load (cold) and
-#          spmd_dcp_save_async's stall against a forward+backward step
+#          the stall of spmd_dcp_save_async and of spmd_dcp_save_async_deferred
+#          (copy overlapping the next step) against a forward+backward step
 #   disk   dd of the same bytes with conv=fsync (one writer)
 #   torch  bench/ckpt_torch.py: torch 2.6's dcp.save / dcp.load / dcp.async_save
 #          in the Debian 13 root (scripts/torch2-root.sh); skipped when the

@@ -170,6 +170,20 @@ spmd_status spmd_dcp_save_async(spmd_dcp_saver *s, const char *dir, const spmd_d
                                 size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
                                 size_t errlen);
 
+/* The same, with the copy into the staging buffer done by the saver's
+ * thread too: the call returns at once (names and dtypes copied, memory
+ * reserved), and the caller's data buffers must stay unchanged until
+ * spmd_dcp_save_staged returns.  In a training loop: start the save after
+ * the optimizer step, run the next forward and backward (they only read the
+ * parameters), call spmd_dcp_save_staged before the next optimizer step —
+ * the copy overlaps the computation instead of stalling it. */
+spmd_status spmd_dcp_save_async_deferred(spmd_dcp_saver *s, const char *dir, const spmd_dcp_shard *shards,
+                                         size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                                         size_t errlen);
+/* Wait until the last save started has copied the caller's data (at once
+ * for spmd_dcp_save_async, or with no save running). */
+void spmd_dcp_save_staged(spmd_dcp_saver *s);
+
 /* Wait for the last save started; its status, agreed by every rank: the
  * lowest failing rank's cause, named ("rank 1: DIR/__1_0.distcp.tmp:
  * create: Permission denied").  SPMD_OK when no save's outcome is pending. */

@@ -2,6 +2,7 @@
  * - the caller's buffers are overwritten and collectives run on the same
  *   group right after spmd_dcp_save_async returns: the checkpoint holds the
  *   staged values, bit-exact, and the collectives their own results;
+ * - deferred staging: the buffers change after spmd_dcp_save_staged;
  * - a second save started while one runs waits for it: both load;
  * - rank 1 cannot create its file: every rank's wait returns SPMD_ERR_IO
  *   naming rank 1 and the cause, no .metadata; the saver then saves again;
@@ -58,7 +59,7 @@ static int has_metadata(const char *dir) {
 }
 
 static int rank_body(int rank) {
-    char rdzv[400], err[512] = "", d1[300], d2[300], d3[300], d4[300], d5[300], d6[300], d7[300], dbad[300];
+    char rdzv[400], err[512] = "", d1[300], d2[300], d3[300], d4[300], d5[300], d6[300], d7[300], d8[300], dbad[300];
     snprintf(rdzv, sizeof rdzv, "file://%s/rdzv", root);
     spmd_group_opts o = SPMD_GROUP_OPTS_DEFAULT;
     o.init_method = rdzv, o.rank = rank, o.world_size = WORLD, o.timeout_ms = 60000;
@@ -67,7 +68,7 @@ static int rank_body(int rank) {
     spmd_dcp_saver *sv = NULL;
     RREQUIRE(spmd_dcp_saver_new(g, &sv, err, sizeof err) == SPMD_OK);
     path(d1, sizeof d1, "step-1"), path(d2, sizeof d2, "step-2"), path(d3, sizeof d3, "step-3");
-    path(d4, sizeof d4, "step-4"), path(d5, sizeof d5, "step-5"), path(d6, sizeof d6, "step-6"), path(d7, sizeof d7, "step-7");
+    path(d4, sizeof d4, "step-4"), path(d5, sizeof d5, "step-5"), path(d6, sizeof d6, "step-6"), path(d7, sizeof d7, "step-7"), path(d8, sizeof d8, "step-8");
     path(dbad, sizeof dbad, "plain-file/ck");
     int64_t lo = (int64_t)rank * K, step = 0;
     float *w = malloc(sizeof(float) * K);
@@ -103,6 +104,16 @@ static int rank_body(int rank) {
     free(got);
     snprintf(rng, sizeof rng, "rng-of-%d", rank);
 
+    /* Deferred staging: the buffers stay until save_staged, then change. */
+    FILL(6);
+    RREQUIRE(spmd_dcp_save_async_deferred(sv, d6, s, 2, &b, 1, err, sizeof err) == SPMD_OK);
+    spmd_dcp_save_staged(sv);
+    FILL(98);
+    for (int k = 0; k < 10; k++) RREQUIRE(spmd_barrier(g) == SPMD_OK);
+    RREQUIRE(spmd_dcp_save_wait(sv, err, sizeof err) == SPMD_OK);
+    RREQUIRE(holds(d6, 6, WORLD, err));
+    spmd_dcp_save_staged(sv); /* nothing running: returns */
+
     /* A second save while the first runs waits for it. */
     FILL(2);
     RREQUIRE(spmd_dcp_save_async(sv, d2, s, 2, &b, 1, err, sizeof err) == SPMD_OK);
@@ -132,10 +143,10 @@ static int rank_body(int rank) {
 
     /* A failure nobody waited for stops the next save on every rank. */
     RREQUIRE(spmd_dcp_save_async(sv, dbad, s, 2, &b, 1, err, sizeof err) == SPMD_OK);
-    RREQUIRE(spmd_dcp_save_async(sv, d6, s, 2, &b, 1, err, sizeof err) == SPMD_ERR_IO);
+    RREQUIRE(spmd_dcp_save_async(sv, d8, s, 2, &b, 1, err, sizeof err) == SPMD_ERR_IO);
     RREQUIRE(strstr(err, "not waited for") && strstr(err, "rank 0: ") && strstr(err, "Not a directory"));
     RREQUIRE(spmd_dcp_save_wait(sv, err, sizeof err) == SPMD_OK);
-    RREQUIRE(access(d6, F_OK) != 0); /* never started */
+    RREQUIRE(access(d8, F_OK) != 0); /* never started */
     RREQUIRE(spmd_barrier(g) == SPMD_OK); /* every rank looked before the next save */
 
     /* A bad box on rank 2 only. */
