@@ -4,8 +4,8 @@
  *
  * Threads: the caller's thread touches the saver only while no save thread
  * runs (after pthread_join, which orders everything the thread wrote), except
- * `staged`, under mu: a deferred save's thread copies the data first and then
- * says so (spmd_dcp_save_staged waits for it). */
+ * `staged`, always under mu: a deferred save's thread copies the data first
+ * and then says so (spmd_dcp_save_staged waits for it). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +173,9 @@ static spmd_status start(spmd_dcp_saver *s, const char *dir, const spmd_dcp_shar
         for (size_t i = 0; i < s->ncopies; i++) memcpy(s->copies[i].to, s->copies[i].from, s->copies[i].n);
         s->ncopies = 0;
     }
-    s->staged = s->ncopies == 0; /* no thread runs: no lock needed */
+    pthread_mutex_lock(&s->mu);
+    s->staged = s->ncopies == 0;
+    pthread_mutex_unlock(&s->mu);
     s->mine = st;
     s->pending = 1;
     if (!s->dir) { /* not even the name could be kept: take part in the agreement from here */
