@@ -37,8 +37,8 @@ spmd_status checkpoint_save(trainer *t) {
     layout_of(t, &L);
     state_of(t, s);
     char dir[4200];
-    return ckpt_save(t->g, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir, sizeof dir, t->err,
-                     sizeof t->err);
+    return ckpt_save(t->g, t->saver, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
+                     sizeof dir, t->err, sizeof t->err);
 }
 
 spmd_status checkpoint_load(trainer *t, int *loaded, char *dir, size_t dirlen) {

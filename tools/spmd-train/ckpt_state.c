@@ -199,7 +199,8 @@ static spmd_status agree(spmd_group *g, spmd_status st, const char *what, char *
 
 /* ---- save -------------------------------------------------------------------- */
 
-spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, const int64_t state[CK_STATE_N],
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N],
                       const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
                       size_t errlen) {
     int rank = g ? spmd_group_rank(g) : 0;
@@ -233,7 +234,8 @@ spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, con
     char what[4300];
     snprintf(what, sizeof what, "prepare its part of %s", dir);
     if ((st = agree(g, st, what, err, errlen)) == SPMD_OK)   /* the save's own status is agreed */
-        st = spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
+        st = saver ? spmd_dcp_save_async(saver, dir, b.s, b.n, items, 2, err, errlen)
+                   : spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
     ckpt_boxes_free(&b);
     return st;
 }

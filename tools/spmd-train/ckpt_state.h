@@ -52,9 +52,13 @@ enum {
 };
 
 /* Save into root/step-<global step> (collective over g; NULL: one process).
- * rng: this rank's dropout RNG (4 words).  The status is agreed. */
-spmd_status ckpt_save(spmd_group *g, const char *root, const ckpt_layout *L, const int64_t state[CK_STATE_N],
-                      const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
+ * rng: this rank's dropout RNG (4 words).  The status is agreed.  saver
+ * non-NULL (--async-checkpoint): the state is copied into the saver's
+ * staging buffer and written by its thread; this returns once copied (a
+ * failure of the previous background save is returned here, or by
+ * spmd_dcp_save_wait at the end). */
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
                       size_t errlen);
 
 /* The checkpoint to resume (collective): path is a step-N directory (it has

@@ -2,6 +2,7 @@
  * checkpoint.c. */
 #ifndef SPMD_TRAIN_DP_H
 #define SPMD_TRAIN_DP_H
+#include "spmd/ckpt.h"
 #include "train.h"
 
 typedef struct {
@@ -14,6 +15,7 @@ typedef struct {
     options o;
     spmd_group *g;          /* NULL for a single process */
     spmd_ddp *ddp;          /* the reducer (world > 1 and --sync ddp) */
+    spmd_dcp_saver *saver;  /* --async-checkpoint */
     int rank, world;
     spmd_model *model;
     spmd_optim *optim;

@@ -213,6 +213,8 @@ static int setup(trainer *t) {
         }
     }
     if (report_open(&t->rep, &t->o, t->rank == 0, t->rank)) return 1;
+    if (t->o.async_ckpt && (st = spmd_dcp_saver_new(t->g, &t->saver, t->err, sizeof t->err)) != SPMD_OK)
+        return dp_fail(t, "--async-checkpoint", st);
     if (t->o.resume) {
         int loaded;
         char dir[4200];
@@ -370,6 +372,9 @@ static int run(trainer *t) {
         if ((st = checkpoint_save(t)) != SPMD_OK) return dp_fail(t, "checkpoint", st);
         t->saved_step = t->global_step;
     }
+    /* --async-checkpoint: the last save is on disk (or failed) before the run ends */
+    if (t->saver && (st = spmd_dcp_save_wait(t->saver, t->err, sizeof t->err)) != SPMD_OK)
+        return dp_fail(t, "checkpoint (written in the background)", st);
     if (t->rank == 0) {
         double n = t->t.steps ? (double)t->t.steps : 1.0;
         /* training throughput: the steps alone; the evaluation is timed apart */
@@ -411,6 +416,7 @@ int train_data_parallel(const options *o) {
     spmd_sampler_free(t->test_sampler);
     spmd_optim_free(t->optim);
     spmd_ddp_free(t->ddp);
+    spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
     spmd_model_free(t->model);
     train_data_free(&t->train);
     train_data_free(&t->test);

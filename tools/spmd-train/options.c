@@ -43,6 +43,8 @@ static void usage(FILE *f) {
         "                       size and --pp/--tp/--zero layout: the tensors are resharded; the\n"
         "                       epoch's samples already seen are skipped; no checkpoint: start\n"
         "                       from scratch\n"
+        "  --async-checkpoint   the step waits only while the state is copied; a thread of\n"
+        "                       its own writes the checkpoint (not with groups over MPI)\n"
         "  --allow-nonfinite-checkpoint  resume even when the checkpoint holds NaN or infinite\n"
         "                       values (refused by default, naming the tensor)\n"
         "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
@@ -227,6 +229,7 @@ int train_parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--sync-bn") == 0) o->sync_bn = 1;
         else if (strcmp(a, "--check-sync") == 0) o->check_sync = 1;
         else if (strcmp(a, "--zero") == 0) o->zero = 1;
+        else if (strcmp(a, "--async-checkpoint") == 0) o->async_ckpt = 1;
         else if (!v) {
             fprintf(stderr, "spmd-train: unknown option or missing value: %s (see --help)\n", a);
             return -1;
@@ -314,6 +317,10 @@ int train_parse_args(int argc, char **argv, options *o) {
         (o->no_overlap || o->no_shared_grads || o->no_shard_step || o->bucket_cap_mb > 0.0f || o->compression)) {
         fprintf(stderr, "spmd-train: --no-overlap, --no-shared-grads, --no-shard-step, --bucket-cap-mb and "
                         "--grad-compression belong to --sync ddp, not --sync average\n");
+        return -1;
+    }
+    if (o->async_ckpt && !o->ckpt_dir) {
+        fprintf(stderr, "spmd-train: --async-checkpoint needs --checkpoint-dir (see --help)\n");
         return -1;
     }
     if (o->resume && !o->resume_dir && !(o->resume_dir = o->ckpt_dir)) {

@@ -28,6 +28,7 @@ typedef struct {
     spmd_model *whole;   /* the unsharded model: --tp > 1 (global shapes), and rank 0's --save-model */
     spmd_optim *optim;
     spmd_zero *zero;
+    spmd_dcp_saver *saver;   /* --async-checkpoint */
     train_data d[2];
     size_t in_size;
     int first, last, reporter, rank;
@@ -132,8 +133,8 @@ static int par_save(ptrainer *t, int epoch, long step_in_epoch, long step) {
     char dir[4200];
     par_layout(t, &L);
     par_state(t, &L, epoch, step_in_epoch, step, s);
-    spmd_status st = ckpt_save(t->g, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir, sizeof dir,
-                               t->err, sizeof t->err);
+    spmd_status st = ckpt_save(t->g, t->saver, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
+                               sizeof dir, t->err, sizeof t->err);
     if (st != SPMD_OK) return report_fail(t->rank, "checkpoint", st, t->err);
     t->saved_step = step;
     return 0;
@@ -319,6 +320,14 @@ static int train(ptrainer *t) {
     }
     /* the state at the end, unless the last epoch's checkpoint is it already */
     if (o->ckpt_dir && t->saved_step != step && par_save(t, end_epoch, end_step_in_epoch, step)) goto out;
+    /* --async-checkpoint: the last save is on disk (or failed) before the run ends */
+    if (t->saver) {
+        spmd_status sw = spmd_dcp_save_wait(t->saver, t->err, sizeof t->err);
+        if (sw != SPMD_OK) {
+            report_fail(t->rank, "checkpoint (written in the background)", sw, t->err);
+            goto out;
+        }
+    }
     if (t->reporter) {
         printf("done: %ld steps, dp %d x pp %d x tp %d%s%s", step, t->mesh.dp, t->mesh.pp, t->mesh.tp,
                t->pipe ? (o->schedule == SPMD_SCHEDULE_GPIPE ? ", gpipe" : ", 1f1b") : "", t->zero ? ", zero-1" : "");
@@ -429,6 +438,8 @@ static int setup(ptrainer *t) {
     if (o->train_samples) train_data_truncate(&t->d[0], (size_t)o->train_samples);
     if (o->test_samples) train_data_truncate(&t->d[1], (size_t)o->test_samples);
     if (report_open(&t->rep, o, t->reporter, t->rank)) return 1;
+    if (o->async_ckpt && (st = spmd_dcp_saver_new(t->g, &t->saver, t->err, sizeof t->err)) != SPMD_OK)
+        return report_fail(t->rank, "--async-checkpoint", st, t->err);
     report_say(&t->rep, "spmd-train: %s on %s, world %d = dp %d x pp %d x tp %d, batch %d per replica%s, lr %g%s\n",
                o->model, o->dataset, world, t->mesh.dp, o->pp, o->tp, o->batch, o->zero ? ", ZeRO-1" : "",
                (double)oo.lr, o->prefetch ? ", input prefetched" : "");
@@ -444,6 +455,7 @@ int train_model_parallel(const options *o) {
     if (rc == 0) rc = train(t);
     report_close(&t->rep);
     spmd_zero_free(t->zero);
+    spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
     spmd_optim_free(t->optim);
     if (t->pipe) spmd_pipe_free(t->pipe);
     else spmd_model_free(t->model);

@@ -37,6 +37,7 @@ typedef struct {
     const char *ckpt_dir;    /* --checkpoint-dir: DCP checkpoints in DIR/step-N */
     int resume;
     const char *resume_dir;  /* --resume [DIR]: a step-N folder or a root (its newest); default ckpt_dir */
+    int async_ckpt;          /* --async-checkpoint: written by a background thread (spmd_dcp_saver) */
     int allow_nonfinite;     /* --allow-nonfinite-checkpoint */
     const char *metrics;
     const char *plot;
