@@ -54,3 +54,8 @@ target_link_libraries(launcher_selfform PRIVATE spmd_static)
 set_target_properties(launcher_selfform PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 spmd_launcher_script(launcher_nosecret nosecret.sh ARGS $<TARGET_FILE:launcher_allreduce>
                      $<TARGET_FILE:launcher_selfform> LABELS "netns;group;auth" TIMEOUT 300)
+# A real one-host Slurm cluster started by the test (slurm-wlm): the batch
+# scripts of docs/LAUNCHER.md and seed 003, spmd-train under srun, a task of
+# another uid refused; needs root, skips (77) without Slurm.
+spmd_launcher_script(launcher_slurm slurm.sh ARGS $<TARGET_FILE:launcher_allreduce>
+                     $<TARGET_FILE:spmd-train> LABELS "slurm;group;auth" TIMEOUT 120)
