@@ -232,6 +232,14 @@ const char *spmd_prefetch_errmsg(const spmd_prefetch *p);
  * join its thread and free everything.  At any point, also before the last
  * batch (an early stop) or after an error.  NULL is fine. */
 void spmd_prefetch_stop(spmd_prefetch *p);
+/* The same over an image dataset, torch's
+ *   DataLoader(dataset, batch_size, sampler, num_workers=1, prefetch_factor=depth)
+ * with ToTensor + Normalize(mean, std): batches of indices[0..n) (e.g. a
+ * sampler's epoch, spmd_sampler_indices / _num_samples) filled by
+ * spmd_dataset_batch, the last one short.  ds and indices must outlive the
+ * iterator.  SPMD_ERR_INVALID for a dataset not loaded or std <= 0. */
+spmd_status spmd_prefetch_dataset(const spmd_dataset *ds, float mean, float std, const size_t *indices, size_t n,
+                                  size_t batch_size, int depth, spmd_prefetch **out, char *err, size_t errlen);
 
 /* ======================================================================
  * Checkpoints: the safetensors format
