@@ -7,13 +7,14 @@
 #   - docs:     #SBATCH --nodes=1 --ntasks-per-node=4 / srun ./my_program
 #               (the store at the node list's first host, port 15000 + job id)
 #   - seed 003: its batch script (MASTER_ADDR from scontrol show hostnames)
+#   - docs:     one spmdrun per node under srun (its port from PET_MASTER_PORT)
 #   - srun -n 4 spmd-train: one group of 4 that trains once, not 4 alone;
 #   - a task of another uid (nobody, its own per-user secret) in the same
 #     step: refused by the store, and every rank says why within seconds.
 # Skips (77) without the Slurm packages or root, or when the daemons cannot
 # start here (their error is printed).
 # usage: slurm.sh SPMDRUN WORKER ALLREDUCE SPMD_TRAIN
-PROG=$3 TRAIN=$4
+SPMDRUN=$1 PROG=$3 TRAIN=$4
 . "$(dirname "$0")/lib.sh"
 for c in slurmctld slurmd srun sbatch scontrol sinfo setpriv python3; do
     command -v $c >/dev/null 2>&1 || { echo "SKIP: no $c (apt-get install slurm-wlm)"; exit 77; }
@@ -56,7 +57,7 @@ PY
 }
 
 stop_slurm() {
-    [ -n "${CTLD:-}" ] && { squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null; kill "$CTLD" "$SLURMD"; wait "$CTLD" "$SLURMD"; }
+    [ -n "${CTLD:-}" ] && { squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null; kill "$CTLD" "$SLURMD" 2>/dev/null; wait "$CTLD" "$SLURMD"; }
     CTLD=
     rm -rf "$TMP"
 }
@@ -64,9 +65,9 @@ trap stop_slurm EXIT
 trap 'exit 1' INT TERM HUP
 
 # The store of job J listens on 15000 + J mod 20000: the first job id is
-# chosen so that the ports of this test's four jobs are free.
-JOBPORTS=$(free_ports 4 1)
-[ -n "$JOBPORTS" ] || { fail "no 4 consecutive free ports in 15001..34999"; finish; }
+# chosen so that the ports of this test's five jobs are free.
+JOBPORTS=$(free_ports 5 1)
+[ -n "$JOBPORTS" ] || { fail "no 5 consecutive free ports in 15001..34999"; finish; }
 FIRSTJOB=$((${JOBPORTS%% *} - 15000))
 
 # start_slurm: the daemons on fresh free ports; 0 once the node is idle, 1
@@ -89,11 +90,13 @@ SlurmdPidFile=$TMP/slurmd.pid
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SlurmdParameters=config_overrides
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
 MailProg=/bin/true
 FirstJobId=$FIRSTJOB
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
 PartitionName=common Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF
     # Killed with the test, whatever ends it (SIGKILL by ctest's timeout too).
@@ -117,7 +120,14 @@ for try in 1 2 3; do
     grep -q "Address already in use" "$TMP"/slurm*.log || break
     kill $CTLD $SLURMD 2>/dev/null
     wait $CTLD $SLURMD
+    rm -rf "$TMP/state"/* "$TMP/spool"/*
 done
+# A configuration they reject is this test's bug; anything else, this machine's.
+if [ $up -eq 1 ] && grep -Eiq "invalid|parse|unrecognized|slurm.conf" "$TMP"/slurm*.log; then
+    fail "the Slurm daemons reject the generated slurm.conf"
+    show "$TMP"/slurm*.log
+    finish
+fi
 if [ $up -eq 1 ]; then
     echo "SKIP: the Slurm daemons cannot start here:"
     tail -n 5 "$TMP/slurmctld.log" "$TMP/slurmd.log"
@@ -128,28 +138,17 @@ fi
 cp "$PROG" "$TMP/work/my_program"
 cd "$TMP/work" || exit 1
 
-# sbatch --wait SCRIPT: run the job to its end; OUT is its output file.
-batch() {
-    _id=$(timeout 100 sbatch --parsable --wait "$1" 2>"$1.err")
-    _rc=$?
-    [ $_rc -eq 0 ] || { fail "sbatch $1 exited $_rc"; show "$1.err" "$2"; }
-}
-
-# 1. docs/LAUNCHER.md's batch script (on one node): no MASTER_ADDR/PORT.
+# The three batch scripts are submitted at once (sbatch --wait looks at its
+# job every few seconds: in turn they would take 30 s) and run side by side
+# (16 CPUs configured; each job's store on its own port).
 cat >docs.sbatch <<'EOF'
 #!/bin/sh
 #SBATCH --nodes=1 --ntasks-per-node=4
 srun ./my_program
 EOF
-batch docs.sbatch "slurm-$FIRSTJOB.out"
-expect_count "slurm-$FIRSTJOB.out" '^allreduce ok rank [0-3] of 4 sum 10$' 4
-[ "$FAILED" -eq 0 ] || show "slurm-$FIRSTJOB.out"
-[ "$_id" = "$FIRSTJOB" ] || fail "the first job is $_id, not $FIRSTJOB"
-
-# 2. seed 003's batch script as printed (the venv line dropped, our program
-# for ddp.py, the port one found free).
-SEEDPORT=$(free_ports 1 0)
-sed "s/12340/$SEEDPORT/" >seed003.sh <<'EOF'
+# seed 003's batch script as printed: the venv line dropped, our program for
+# ddp.py, for its MASTER_PORT one found free.
+sed "s/12340/$(free_ports 1 0)/" >seed003.sh <<'EOF'
 #!/usr/bin/env bash
 #
 #SBATCH --job-name=bml_lab1
@@ -172,20 +171,62 @@ echo "MASTER_ADDR="$MASTER_ADDR
 
 srun ./my_program
 EOF
-batch seed003.sh output.txt
+cat >agent.sbatch <<'EOF'
+#!/bin/sh
+#SBATCH --nodes=1 --ntasks-per-node=1
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun sh -c 'exec spmdrun --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" \
+    --nproc-per-node 4 --master-addr '"$head"' --rdzv-id "$SLURM_JOB_ID" ./my_program'
+EOF
+# submit SCRIPT: sbatch --wait; the job id in SCRIPT.id, the status in SCRIPT.rc
+submit() {
+    timeout 100 sbatch --parsable --wait "$1" >"$1.id" 2>"$1.err"
+    echo $? >"$1.rc"
+}
+submit docs.sbatch &
+J1=$!
+submit seed003.sh &
+J2=$!
+# spmdrun's store port (29500 by default) from PET_MASTER_PORT, found free
+(PET_MASTER_PORT=$(free_ports 1 0) PATH=$(dirname "$SPMDRUN"):$PATH
+    export PET_MASTER_PORT PATH
+    submit agent.sbatch) &
+J3=$!
+wait $J1 $J2 $J3
+# job_ok SCRIPT: it ran as one of this test's first three jobs; OUT: its output file
+job_ok() {
+    _id=$(cat "$1.id") OUT=${2:-slurm-$_id.out}
+    [ "$(cat "$1.rc")" = 0 ] || fail "sbatch $1 exited $(cat "$1.rc")"
+    [ "$_id" -ge "$FIRSTJOB" ] && [ "$_id" -le $((FIRSTJOB + 2)) ] || fail "$1 ran as job '$_id'"
+    [ "$FAILED" -eq 0 ] || show "$1.err" "$OUT"
+}
+
+# 1. docs/LAUNCHER.md's batch script (on one node): no MASTER_ADDR/PORT, the
+# store at the node list's first host, port 15000 + the job id.
+job_ok docs.sbatch
+expect_count "$OUT" '^allreduce ok rank [0-3] of 4 sum 10$' 4
+[ "$FAILED" -eq 0 ] || show "$OUT"
+
+# 2. seed 003's batch script.
+job_ok seed003.sh output.txt
 expect_line output.txt "MASTER_ADDR=localhost"
 expect_line output.txt "WORLD_SIZE=4"
 expect_count output.txt '^allreduce ok rank [0-3] of 4 sum 10$' 4
 [ "$FAILED" -eq 0 ] || show output.txt
 
-# 3. spmd-train under srun: one group of 4 (rank 0 reports it once), trained to the end.
+# 3. docs/LAUNCHER.md's one spmdrun per node (one node here), as printed.
+job_ok agent.sbatch
+expect_count "$OUT" '^allreduce ok rank [0-3] of 4 sum 10$' 4
+[ "$FAILED" -eq 0 ] || show "$OUT"
+
+# 4. spmd-train under srun: one group of 4 (rank 0 reports it once), trained to the end.
 OMP_NUM_THREADS=1 timeout 100 srun -n 4 "$TRAIN" --model mlp --train-samples 256 --test-samples 64 \
     --batch-size 16 --quiet >train.out 2>train.err || fail "srun spmd-train exited $?"
 expect_count train.out '^spmd-train: mlp, world 4: 4 steps, 256 samples in ' 1
 grep -q "world 1" train.out train.err && fail "a task trained alone"
 [ "$FAILED" -eq 0 ] || show train.out train.err
 
-# 4. Task 3 of the step runs as nobody, with its own per-user secret: refused;
+# 5. Task 3 of the step runs as nobody, with its own per-user secret: refused;
 # ranks 0-2 learn it from rank 0's store in seconds (their deadline is 30 s,
 # and a timeout would say "timed out"), naming the refused client and rank.
 mkdir -m 700 "$TMP/nobody" && chown nobody "$TMP/nobody"
