@@ -57,5 +57,11 @@ spmd_launcher_script(launcher_nosecret nosecret.sh ARGS $<TARGET_FILE:launcher_a
 # A real one-host Slurm cluster started by the test (slurm-wlm): the batch
 # scripts of docs/LAUNCHER.md and seed 003, spmd-train under srun, a task of
 # another uid refused; needs root, skips (77) without Slurm.
+# With the MPI backend built (last argument 1), also srun --mpi=pmix.
+if(SPMD_HAVE_MPI)
+  set(SLURM_TEST_MPI 1)
+else()
+  set(SLURM_TEST_MPI 0)
+endif()
 spmd_launcher_script(launcher_slurm slurm.sh ARGS $<TARGET_FILE:launcher_allreduce>
-                     $<TARGET_FILE:spmd-train> LABELS "slurm;group;auth" TIMEOUT 120)
+                     $<TARGET_FILE:spmd-train> ${SLURM_TEST_MPI} LABELS "slurm;group;auth" TIMEOUT 120)

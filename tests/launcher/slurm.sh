@@ -9,12 +9,14 @@
 #   - seed 003: its batch script (MASTER_ADDR from scontrol show hostnames)
 #   - docs:     one spmdrun per node under srun (its port from PET_MASTER_PORT)
 #   - srun -n 4 spmd-train: one group of 4 that trains once, not 4 alone;
+#   - with the MPI backend built: srun --mpi=pmix -N 1 --ntasks-per-node 4
+#     spmd-train forms its group over MPI (Open MPI's PMIx client);
 #   - a task of another uid (nobody, its own per-user secret) in the same
 #     step: refused by the store, and every rank says why within seconds.
 # Skips (77) without the Slurm packages or root, or when the daemons cannot
 # start here (their error is printed).
-# usage: slurm.sh SPMDRUN WORKER ALLREDUCE SPMD_TRAIN
-SPMDRUN=$1 PROG=$3 TRAIN=$4
+# usage: slurm.sh SPMDRUN WORKER ALLREDUCE SPMD_TRAIN WITH_MPI(0|1)
+SPMDRUN=$1 PROG=$3 TRAIN=$4 WITH_MPI=$5
 . "$(dirname "$0")/lib.sh"
 for c in slurmctld slurmd srun sbatch scontrol sinfo setpriv python3; do
     command -v $c >/dev/null 2>&1 || { echo "SKIP: no $c (apt-get install slurm-wlm)"; exit 77; }
@@ -226,7 +228,18 @@ expect_count train.out '^spmd-train: mlp, world 4: 4 steps, 256 samples in ' 1
 grep -q "world 1" train.out train.err && fail "a task trained alone"
 [ "$FAILED" -eq 0 ] || show train.out train.err
 
-# 5. Task 3 of the step runs as nobody, with its own per-user secret: refused;
+# 5. docs/LAUNCHER.md's srun with the MPI backend (SPMD_BACKEND=auto picks
+# MPI under srun --mpi=pmix without MASTER_ADDR/PORT).
+if [ "$WITH_MPI" = 1 ]; then
+    OMP_NUM_THREADS=1 timeout 100 srun --mpi=pmix -N 1 --ntasks-per-node 4 "$TRAIN" --model mlp \
+        --train-samples 256 --test-samples 64 --batch-size 16 >pmix.out 2>pmix.err ||
+        fail "srun --mpi=pmix spmd-train exited $?"
+    expect_count pmix.out '^spmd-train: mlp on fashion-mnist .*, world 4 (backend mpi)' 1
+    expect_count pmix.out '^spmd-train: mlp, world 4: 4 steps, 256 samples in ' 1
+    [ "$FAILED" -eq 0 ] || show pmix.out pmix.err
+fi
+
+# 6. Task 3 of the step runs as nobody, with its own per-user secret: refused;
 # ranks 0-2 learn it from rank 0's store in seconds (their deadline is 30 s,
 # and a timeout would say "timed out"), naming the refused client and rank.
 mkdir -m 700 "$TMP/nobody" && chown nobody "$TMP/nobody"
