@@ -65,3 +65,8 @@ else()
 endif()
 spmd_launcher_script(launcher_slurm slurm.sh ARGS $<TARGET_FILE:launcher_allreduce>
                      $<TARGET_FILE:spmd-train> ${SLURM_TEST_MPI} LABELS "slurm;group;auth" TIMEOUT 120)
+if(SPMD_SANITIZE STREQUAL "thread")
+  # the srun --mpi=pmix step only: as the MPI tests (tests/mpi.cmake, tsan.supp)
+  set_tests_properties(launcher_slurm PROPERTIES ENVIRONMENT
+    "SPMD_TEST_MPI_TSAN=halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi/tsan.supp")
+endif()

@@ -229,9 +229,11 @@ grep -q "world 1" train.out train.err && fail "a task trained alone"
 [ "$FAILED" -eq 0 ] || show train.out train.err
 
 # 5. docs/LAUNCHER.md's srun with the MPI backend (SPMD_BACKEND=auto picks
-# MPI under srun --mpi=pmix without MASTER_ADDR/PORT).
+# MPI under srun --mpi=pmix without MASTER_ADDR/PORT).  ThreadSanitizer
+# builds: Open MPI's own reports suppressed, as in the MPI tests.
 if [ "$WITH_MPI" = 1 ]; then
-    OMP_NUM_THREADS=1 timeout 100 srun --mpi=pmix -N 1 --ntasks-per-node 4 "$TRAIN" --model mlp \
+    # shellcheck disable=SC2086 # no word, or one: TSAN_OPTIONS=...
+    env ${SPMD_TEST_MPI_TSAN:+TSAN_OPTIONS=$SPMD_TEST_MPI_TSAN} OMP_NUM_THREADS=1 timeout 100 srun --mpi=pmix -N 1 --ntasks-per-node 4 "$TRAIN" --model mlp \
         --train-samples 256 --test-samples 64 --batch-size 16 >pmix.out 2>pmix.err ||
         fail "srun --mpi=pmix spmd-train exited $?"
     expect_count pmix.out '^spmd-train: mlp on fashion-mnist .*, world 4 (backend mpi)' 1
