@@ -96,6 +96,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MailProg=/bin/true
 FirstJobId=$FIRSTJOB
+# a loaded machine answers late
+MessageTimeout=60
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
