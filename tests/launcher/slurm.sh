@@ -14,7 +14,7 @@
 #   - a task of another uid (nobody, its own per-user secret) in the same
 #     step: refused by the store, and every rank says why within seconds.
 # Skips (77) without the Slurm packages or root, or when the daemons cannot
-# start here (their error is printed).
+# start here (their error is printed); a slurm.conf they reject fails.
 # usage: slurm.sh SPMDRUN WORKER ALLREDUCE SPMD_TRAIN WITH_MPI(0|1)
 SPMDRUN=$1 PROG=$3 TRAIN=$4 WITH_MPI=$5
 . "$(dirname "$0")/lib.sh"
@@ -32,28 +32,33 @@ chmod 711 "$TMP" # nobody must reach its own directory below
 mkdir -m 700 "$TMP/home" "$TMP/state" "$TMP/spool"
 mkdir -m 711 "$TMP/work"
 
-# free_ports N STRIDE: N ports free on every address now, STRIDE apart from
-# the first (0: any N ports, from the kernel).  Prints them.
+# free_ports N [run]: N ports free on every address now, any (from the
+# kernel, held together so they differ) or a run of N consecutive ones.
 free_ports() {
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$1" "${2:-any}" <<'PY'
 import random, socket, sys
-n, stride = int(sys.argv[1]), int(sys.argv[2])
-def free(p):
+n, run = int(sys.argv[1]), sys.argv[2] == "run"
+def bind(p):
     s = socket.socket()
     try:
         s.bind(("0.0.0.0", p))
-        return s.getsockname()[1]
+        return s
     except OSError:
-        return 0
-    finally:
         s.close()
-if stride == 0:
-    print(*[free(0) for _ in range(n)])
+        return None
+if not run:
+    socks = [bind(0) for _ in range(n)]
+    print(*[s.getsockname()[1] for s in socks])
 else:
     for _ in range(1000):
         base = random.randrange(15001, 35000 - n)
-        if all(free(base + i) for i in range(n)):
-            print(*[base + i for i in range(n)])
+        socks = [bind(base + i) for i in range(n)]
+        ok = all(socks)
+        for s in socks:
+            if s:
+                s.close()
+        if ok:
+            print(*range(base, base + n))
             break
 PY
 }
@@ -67,15 +72,15 @@ trap stop_slurm EXIT
 trap 'exit 1' INT TERM HUP
 
 # The store of job J listens on 15000 + J mod 20000: the first job id is
-# chosen so that the ports of this test's five jobs are free.
-JOBPORTS=$(free_ports 5 1)
-[ -n "$JOBPORTS" ] || { fail "no 5 consecutive free ports in 15001..34999"; finish; }
+# chosen so that the ports of this test's six jobs are free.
+JOBPORTS=$(free_ports 6 run)
+[ -n "$JOBPORTS" ] || { fail "no 6 consecutive free ports in 15001..34999"; finish; }
 FIRSTJOB=$((${JOBPORTS%% *} - 15000))
 
 # start_slurm: the daemons on fresh free ports; 0 once the node is idle, 1
 # when a daemon exited (its log in $TMP/*.log), 2 when not ready in 60 s.
 start_slurm() {
-    set -- $(free_ports 2 0)
+    set -- $(free_ports 2)
     cat >"$SLURM_CONF" <<EOF
 ClusterName=spmdtest
 SlurmctldHost=$(hostname -s)(127.0.0.1)
@@ -152,7 +157,7 @@ srun ./my_program
 EOF
 # seed 003's batch script as printed: the venv line dropped, our program for
 # ddp.py, for its MASTER_PORT one found free.
-sed "s/12340/$(free_ports 1 0)/" >seed003.sh <<'EOF'
+sed "s/12340/$(free_ports 1)/" >seed003.sh <<'EOF'
 #!/usr/bin/env bash
 #
 #SBATCH --job-name=bml_lab1
@@ -192,7 +197,7 @@ J1=$!
 submit seed003.sh &
 J2=$!
 # spmdrun's store port (29500 by default) from PET_MASTER_PORT, found free
-(PET_MASTER_PORT=$(free_ports 1 0) PATH=$(dirname "$SPMDRUN"):$PATH
+(PET_MASTER_PORT=$(free_ports 1) PATH=$(dirname "$SPMDRUN"):$PATH
     export PET_MASTER_PORT PATH
     submit agent.sbatch) &
 J3=$!
@@ -231,11 +236,13 @@ grep -q "world 1" train.out train.err && fail "a task trained alone"
 [ "$FAILED" -eq 0 ] || show train.out train.err
 
 # 5. docs/LAUNCHER.md's srun with the MPI backend (SPMD_BACKEND=auto picks
-# MPI under srun --mpi=pmix without MASTER_ADDR/PORT).  ThreadSanitizer
-# builds: Open MPI's own reports suppressed, as in the MPI tests.
+# MPI under srun --mpi=pmix without MASTER_ADDR/PORT).  Sanitizer builds:
+# each task runs with the MPI tests' settings (SPMD_TEST_MPI_ENV from cmake;
+# srun's own environment stays as it is).
 if [ "$WITH_MPI" = 1 ]; then
-    # shellcheck disable=SC2086 # no word, or one: TSAN_OPTIONS=...
-    env ${SPMD_TEST_MPI_TSAN:+TSAN_OPTIONS=$SPMD_TEST_MPI_TSAN} OMP_NUM_THREADS=1 timeout 100 srun --mpi=pmix -N 1 --ntasks-per-node 4 "$TRAIN" --model mlp \
+    # shellcheck disable=SC2086 # words VAR=value
+    OMP_NUM_THREADS=1 timeout 100 srun --mpi=pmix -N 1 --ntasks-per-node 4 \
+        env ${SPMD_TEST_MPI_ENV:-} "$TRAIN" --model mlp \
         --train-samples 256 --test-samples 64 --batch-size 16 >pmix.out 2>pmix.err ||
         fail "srun --mpi=pmix spmd-train exited $?"
     expect_count pmix.out '^spmd-train: mlp on fashion-mnist .*, world 4 (backend mpi)' 1
