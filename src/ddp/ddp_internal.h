@@ -1,6 +1,6 @@
 /* src/ddp/ddp_internal.h — the inside of the reducer, shared by its files:
  *
- *   ddp.c       registration, finalize (verify + broadcast), the step
+ *   reducer.c   registration, finalize (verify + broadcast), the step
  *               (prepare, grad_ready, finish), join, the bucket rebuild
  *   buckets.c   cutting parameters into buckets, in place when contiguous
  *   wire.c      strategy 1: a bucket by all_reduce (comm hook, compression)
@@ -94,7 +94,7 @@ struct spmd_ddp {
     char err[512];
 };
 
-/* ---- helpers every file uses (so that none of them calls up into ddp.c) ---- */
+/* ---- helpers every file uses (so that none of them calls up into reducer.c) ---- */
 /* Record the reducer's message; returns st. */
 static inline SPMD__PRINTF(3, 4) spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
     va_list ap;

@@ -1,4 +1,4 @@
-/* ddp.c — the gradient reducer of include/spmd/ddp.h: registration,
+/* reducer.c — the gradient reducer of include/spmd/ddp.h: registration,
  * finalize, the step, join (ddp_internal.h lists the other files).
  *
  *   backward:  grad_ready(9) grad_ready(8) ... grad_ready(0)
