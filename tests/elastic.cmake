@@ -19,3 +19,12 @@ endforeach()
 add_test(NAME spmdrun_on_failure_shrink_stopped COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
          $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples 2 stop)
 set_tests_properties(spmdrun_on_failure_shrink_stopped PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
+# spmd-train --elastic (tests/elastic/train_elastic.sh): rank 0 killed at step
+# 3 (the survivors finish at world 3 after 2 + 8 + 11 steps), ranks 1 and 2
+# killed at once (world 2: 2 + 12 + 16 steps); identical replicas after.
+add_test(NAME train_elastic_kill_rank0 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 0:3 3 21)
+add_test(NAME train_elastic_kill_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
+set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "train;elastic")

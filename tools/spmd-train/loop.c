@@ -115,6 +115,12 @@ static spmd_status train_step(trainer *t, const float *x, const int *y, size_t b
     return SPMD_OK;
 }
 
+/* For --elastic's loop (elastic.c). */
+spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, float *loss) {
+    return train_step(t, x, y, b, loss);
+}
+spmd_status train_evaluate(trainer *t, double *acc) { return evaluate(t, acc); }
+
 static int setup(trainer *t) {
     spmd_status st;
     if (train_launched()) {
@@ -362,7 +368,8 @@ static int run(trainer *t) {
         eval_time += report_now() - e0;
         report_say(&t->rep, "test accuracy %.4f\n", last_acc);
     }
-    int rc = epochs(t, &train_time, &eval_time, &samples, &last_acc);
+    int rc = t->o.elastic ? elastic_epochs(t, &train_time, &eval_time, &samples, &last_acc)
+                          : epochs(t, &train_time, &eval_time, &samples, &last_acc);
     if (rc) return rc;
     if (t->rank == 0) {
         double n = t->t.steps ? (double)t->t.steps : 1.0;
