@@ -3,6 +3,8 @@
 spmd_test(test_elastic_revoke SOURCES mp/test_elastic_revoke.c LABELS mp fault elastic TIMEOUT 240)
 spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault elastic TIMEOUT 400)
 spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
+# spmd_elastic around a training loop: shrink, two killed at once, grow, replace.
+spmd_test(test_elastic_train SOURCES mp/test_elastic_train.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
 # The one-page example: a rank killed mid-training (rank 0, the store's host,
 # and rank 2), the survivors shrink and finish with bit-identical weights.
 foreach(victim 0 2)
