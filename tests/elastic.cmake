@@ -30,3 +30,8 @@ add_test(NAME train_elastic_kill_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elas
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
 set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "train;elastic")
+# spmdrun --on-failure replace: rank 1 killed at step 3, a new worker joins
+# the three survivors and the run ends at world 4, every replica identical.
+add_test(NAME train_elastic_replace COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 4 - replace)
+set_tests_properties(train_elastic_replace PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")

@@ -7,16 +7,21 @@
 # global steps logged are 1..STEPS, each once, in order (no step skipped, none
 # counted twice: the failed step was redone once); --check-sync finds the
 # parameters and optimizer state bit-identical on the AFTER survivors.
-#   train_elastic.sh SPMDRUN SPMD_TRAIN KILL AFTER STEPS
+# With MODE replace (spmdrun --on-failure replace): a new process takes each
+# lost one's place, joins the survivors (SPMD_JOIN=1) and receives the state;
+# the run ends at world 4 with the joiners' replicas identical too; when it
+# joins depends on its start-up, so STEPS is then "-": the steps logged must
+# still run 1, 2, 3, ... without a gap or a repeat.
+#   train_elastic.sh SPMDRUN SPMD_TRAIN KILL AFTER STEPS [replace]
 set -u
-SPMDRUN=$1 TRAIN=$2 KILL=$3 AFTER=$4 STEPS=$5
+SPMDRUN=$1 TRAIN=$2 KILL=$3 AFTER=$4 STEPS=$5 MODE=${6:-shrink}
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 out=$(mktemp /tmp/spmd_train_elastic_XXXXXX) || exit 1
 trap 'rm -f "$out" "$out.err"' EXIT
 lost=$(echo "$KILL" | tr ',' '\n' | wc -l)
 # 256 samples, 8 per rank and step: 8 steps per epoch at world 4
 SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_TRAIN_KILL=$KILL \
-    "$SPMDRUN" --standalone --nproc-per-node 4 --on-failure shrink \
+    "$SPMDRUN" --standalone --nproc-per-node 4 --on-failure "$MODE" \
     "$TRAIN" --elastic --model mlp --train-samples 256 --test-samples 64 --batch-size 8 --epochs 2 \
     --log-every 1 --threads 1 --no-prefetch --check-sync > "$out" 2> "$out.err"
 rc=$?
@@ -26,10 +31,19 @@ fail() { echo "FAIL: $*"; exit 1; }
 for k in $(echo "$KILL" | tr ',' ' '); do
     grep -q "rank ${k%%:*} (pid [0-9]*) was killed by signal 9" "$out.err" || fail "the loss of rank ${k%%:*} is not reported"
 done
-grep -q "$lost worker(s) lost, the other $AFTER finished" "$out.err" || fail "no summary of $lost lost"
-grep -q "^elastic: training step failed at step [0-9]* (rank(s) [0-9, ]* gone): world 4 -> $AFTER " "$out" ||
-    fail "no recovery to world $AFTER reported"
 got=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$out" | tr '\n' ' ')
+if [ "$MODE" = replace ]; then
+    grep -q "$lost worker(s) lost, $lost replaced; 4 finished" "$out.err" || fail "no summary of $lost replaced"
+    [ "$(grep -c "spmd-train: joined as rank [0-9] of [0-9] after step" "$out.err")" = "$lost" ] ||
+        fail "not $lost joiner(s)"
+    grep -q "^elastic: $lost process(es) joined after step [0-9]*: world $((4 - lost)) -> 4 " "$out" ||
+        fail "the members did not report the grow"
+    STEPS=$(echo "$got" | wc -w)
+else
+    grep -q "$lost worker(s) lost, the other $AFTER finished" "$out.err" || fail "no summary of $lost lost"
+fi
+grep -q "^elastic: training step failed at step [0-9]* (rank(s) [0-9, ]* gone): world 4 -> $((4 - lost)) " "$out" ||
+    fail "no recovery to world $((4 - lost)) reported"
 want=$(seq 1 "$STEPS" | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "steps logged: $got; expected $want"
 grep -q "check-sync: parameters, optimizer state identical on all $AFTER rank(s)" "$out" ||

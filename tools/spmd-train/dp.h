@@ -52,6 +52,8 @@ spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, f
 spmd_status train_evaluate(trainer *t, double *acc);
 /* elastic.c: --elastic's epochs (0, or the exit code of a failure, said) */
 int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samples, double *last_acc);
+/* 1 in a replacement process: --elastic and SPMD_JOIN=1 (spmdrun --on-failure replace) */
+int elastic_joining(const options *o);
 
 /* checkpoint.c */
 #define CKPT_NAME "checkpoint.safetensors"

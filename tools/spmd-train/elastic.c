@@ -13,6 +13,14 @@
  * new world (spmd_sampler_reshard), the test set's deal, the learning rate
  * (--lr-scaling linear), the reporter (the new rank 0).
  *
+ * Joiners.  At each step boundary the members ask whether processes wait to
+ * join (spmd_elastic_joiners_waiting: one store read on rank 0 and a 4-byte
+ * broadcast) and admit them (spmd_elastic_grow): a joiner — spmd-train
+ * --elastic started with SPMD_JOIN=1, as spmdrun --on-failure replace does —
+ * calls spmd_group_join instead of forming the group, builds nothing bound
+ * to it, and receives the whole state from the members
+ * (spmd_elastic_join_sync); the next step runs at the larger world.
+ *
  * SPMD_TRAIN_KILL=R:S[,R:S...] (a demonstration and the tests): the process
  * that started as rank R SIGKILLs itself when global step S begins. */
 #include <signal.h>
@@ -47,6 +55,11 @@ int elastic_check_options(options *o) {
     o->no_shared_grads = 1;
     o->no_shard_step = 1;
     return 0;
+}
+
+int elastic_joining(const options *o) {
+    const char *j = getenv("SPMD_JOIN");
+    return o->elastic && j && strcmp(j, "1") == 0;
 }
 
 /* Does SPMD_TRAIN_KILL name this process and this step? */
@@ -126,6 +139,19 @@ static int recover(elastic_run *r, const char *what) {
     return 0;
 }
 
+/* Admit n waiting processes at this step boundary.  0, or the exit code. */
+static int grow(elastic_run *r, int n) {
+    trainer *t = r->t;
+    if (spmd_elastic_grow(r->e, n) != SPMD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r->e));
+        return dp_fail(t, "elastic grow", SPMD_ERR_REMOTE);
+    }
+    spmd_elastic_info in = spmd_elastic_last(r->e);
+    report_say(&t->rep, "elastic: %d process(es) joined after step %ld: world %d -> %d (epoch %d) in %.3f s\n", n,
+               t->global_step, in.world_before, in.world_after, in.epoch, in.seconds);
+    return 0;
+}
+
 /* A failure of the group (to recover from) rather than of this rank. */
 static int group_failed(trainer *t, spmd_status st) {
     return t->g && (st == SPMD_ERR_REMOTE || st == SPMD_ERR_ABORTED || spmd_group_failed_ranks(t->g, NULL, 0) > 0);
@@ -150,6 +176,7 @@ static int register_state(elastic_run *r) {
 static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *stopped) {
     trainer *t = r->t;
     const size_t B = (size_t)t->o.batch;
+    int rc;
     for (;;) { /* once per deal: a recovery re-deals the rest of the epoch */
         size_t n = spmd_sampler_num_samples(t->train_sampler);
         long per_deal = (long)((n + B - 1) / B);
@@ -162,11 +189,16 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
         if (st != SPMD_OK) return dp_fail(t, "batches", st);
         double loss_sum = 0.0;
         long interval = 0;
-        int failed = 0;
+        int failed = 0, joiners = 0;
         for (;;) {
             const float *x;
             const int *y;
             size_t bn;
+            if ((st = spmd_elastic_joiners_waiting(r->e, &joiners)) != SPMD_OK) {
+                failed = 1;   /* a broadcast on the group: it failed */
+                break;
+            }
+            if (joiners) break;
             int got = batch_source_next(&src, &x, &y, &bn, t->err, sizeof t->err);
             if (got < 0) {
                 batch_source_close(&src);
@@ -207,9 +239,12 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
         }
         batch_source_close(&src); /* before a re-deal frees its indices */
         *train_time += report_now() - mark;
+        if (joiners && !failed) {
+            if ((rc = grow(r, joiners))) return rc;
+            continue;
+        }
         if (!failed) return 0;
-        int rc = recover(r, "training step");
-        if (rc) return rc;
+        if ((rc = recover(r, "training step"))) return rc;
         if (*stopped) return 0;
     }
 }
@@ -218,9 +253,18 @@ int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samp
     elastic_run r;
     memset(&r, 0, sizeof r);
     r.t = t;
-    r.first_rank = t->rank;
+    r.first_rank = elastic_joining(&t->o) ? -1 : t->rank;
     if (!t->g) return report_fail(t->rank, "--elastic", SPMD_ERR_INVALID, "needs a launcher (spmdrun)");
     int rc = register_state(&r);
+    if (!rc && elastic_joining(&t->o)) {
+        if (spmd_elastic_join_sync(r.e) != SPMD_OK) {
+            snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r.e));
+            rc = dp_fail(t, "joining", SPMD_ERR_REMOTE);
+        } else {
+            fprintf(stderr, "spmd-train: joined as rank %d of %d after step %ld (epoch %d)\n", t->rank, t->world,
+                    t->global_step, t->epoch + 1);
+        }
+    }
     int stopped = t->o.steps && t->global_step >= t->o.steps;
     for (; !rc && t->epoch < t->o.epochs && !stopped;) {
         spmd_status st;

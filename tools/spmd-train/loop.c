@@ -126,7 +126,9 @@ static int setup(trainer *t) {
     if (train_launched()) {
         spmd_group_opts go = SPMD_GROUP_OPTS_DEFAULT;
         go.name = "spmd-train";
-        st = spmd_group_init(&go, &t->g, t->err, sizeof t->err);
+        /* a replacement joins the running group (elastic.c) */
+        st = elastic_joining(&t->o) ? spmd_group_join(&go, &t->g, t->err, sizeof t->err)
+                                    : spmd_group_init(&go, &t->g, t->err, sizeof t->err);
         /* before the group exists, the launcher's word is the rank */
         if (st != SPMD_OK) return report_fail(report_env_rank(), "cannot join the group", st, t->err);
         t->rank = spmd_group_rank(t->g);
@@ -209,9 +211,9 @@ static int setup(trainer *t) {
         return dp_fail(t, "SyncBatchNorm", st);
     /* every rank starts from rank 0's weights: the reducer broadcasts them at
      * construction (as DDP's constructor does), the plain path by hand */
-    if (t->g && t->world > 1 && !t->o.sync_average) {
+    if (t->g && t->world > 1 && !t->o.sync_average && !elastic_joining(&t->o)) {
         if ((st = sync_setup_ddp(t)) != SPMD_OK) return dp_fail(t, "DDP reducer", st);
-    } else if (t->g) {
+    } else if (t->g && !elastic_joining(&t->o)) {   /* a joiner gets the state in elastic.c */
         if ((st = spmd_broadcast(t->g, t->params, t->nparams, SPMD_F32, 0)) != SPMD_OK ||
             (t->nbuffers && (st = spmd_broadcast(t->g, t->buffers, t->nbuffers, SPMD_F32, 0)) != SPMD_OK)) {
             sync_set_err_group(t);

@@ -68,6 +68,7 @@ typedef struct {
     int root;            /* index of the first failure, -1 none */
     int lost;            /* --on-failure shrink: workers killed while the others went on */
     int lost_first;      /* index of the first of them, -1 none */
+    int replaced;        /* --on-failure replace: of them, replaced by a joining worker */
     int root_stopped;    /* the root cause is a worker that was stopped, not one that exited */
     int *others;         /* indices of other failures */
     int nothers, others_cap;
@@ -225,6 +226,40 @@ static int reap_one(attempt *at, int i) {
     return failed_status(st);
 }
 
+static int spawn_one(attempt *at, int i, char *err, size_t errlen);
+static int check_exec(attempt *at, int i, char *err, size_t errlen);
+
+/* --on-failure replace: start a new process in lost worker i's place, with
+ * SPMD_JOIN=1: it joins the survivors' group (spmd_group_join) when they next
+ * grow, and gets its rank from them.  On failure it is said, and the others
+ * go on without it. */
+static void replace_worker(attempt *at, int i) {
+    worker *w = &at->w[i];
+    char err[512] = "";
+    /* the lost worker's output so far, then fresh streams */
+    sr_stream_close(&w->out);
+    sr_stream_close(&w->err);
+    sr_stream_free(&w->out);
+    sr_stream_free(&w->err);
+    w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
+    size_t n = 0;
+    while (w->env && w->env[n]) n++;
+    char **env = w->env ? realloc(w->env, (n + 2) * sizeof *env) : NULL;
+    if (env) {
+        w->env = env;
+        env[n] = strdup("SPMD_JOIN=1");
+        env[n + 1] = NULL;
+    }
+    if (!env || !env[n]) snprintf(err, sizeof err, "out of memory");
+    else if (spawn_one(at, i, err, sizeof err) == 0 && check_exec(at, i, err, sizeof err) == 0) {
+        at->replaced++;
+        fprintf(stderr, "spmdrun: started pid %d in its place (SPMD_JOIN=1: it joins the others' group)\n",
+                (int)w->pid);
+        return;
+    }
+    fprintf(stderr, "spmdrun: cannot start a replacement for rank %d: %s; the others go on without it\n", w->rank, err);
+}
+
 /* --on-failure shrink: a worker killed by a signal is lost, and the others
  * go on (their groups fail, they shrink); it is taken out of the batch and
  * said.  A worker that exits with an error still ends the attempt.  Returns
@@ -238,9 +273,11 @@ static int lose_killed(attempt *at, int *batch, int nb) {
             continue;
         }
         if (!at->lost++) at->lost_first = batch[k];
-        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure shrink: the "
+        int replace = at->a->cfg->on_failure_shrink == SR_ON_FAILURE_REPLACE;
+        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure %s: the "
                         "other workers go on\n", w->rank, (int)w->pid, WTERMSIG(w->status), strsignal(WTERMSIG(w->status)),
-                w->when);
+                w->when, replace ? "replace" : "shrink");
+        if (replace) replace_worker(at, batch[k]);
     }
     return left;
 }
@@ -322,12 +359,14 @@ static void reap(attempt *at) {
     begin_failed_stop(at);
 }
 
-static int spawn_all(attempt *at, char *err, size_t errlen) {
+/* Start worker i (its env and argv built); its execve is checked by
+ * check_exec.  -1 (err says why) on failure. */
+static int spawn_one(attempt *at, int i, char *err, size_t errlen) {
     sr_agent *a = at->a;
     const sr_config *cfg = a->cfg;
     char dir[4200] = "";
     pid_t self = getpid();
-    for (int i = 0; i < at->n; i++) {
+    {
         worker *w = &at->w[i];
         int file_mask, console_mask;
         stream_targets(cfg, i, &file_mask, &console_mask);
@@ -399,21 +438,31 @@ static int spawn_all(attempt *at, char *err, size_t errlen) {
         w->exec_fd = px[0];
         sr_guard_add(a, pid);
     }
-    /* Did every execve() succeed?  The status pipe closes on exec (EOF) or
-     * carries errno. */
-    for (int i = 0; i < at->n; i++) {
-        worker *w = &at->w[i];
-        int e = 0;
-        ssize_t got;
-        do got = read(w->exec_fd, &e, sizeof e);
-        while (got < 0 && errno == EINTR);
-        close(w->exec_fd);
-        w->exec_fd = -1;
-        if (got == (ssize_t)sizeof e) {
-            snprintf(err, errlen, "cannot execute %s: %s", a->prog, strerror(e));
-            return -1;
-        }
+    return 0;
+}
+
+/* Did worker i's execve() succeed?  The status pipe closes on exec (EOF) or
+ * carries errno. */
+static int check_exec(attempt *at, int i, char *err, size_t errlen) {
+    worker *w = &at->w[i];
+    int e = 0;
+    ssize_t got;
+    do got = read(w->exec_fd, &e, sizeof e);
+    while (got < 0 && errno == EINTR);
+    close(w->exec_fd);
+    w->exec_fd = -1;
+    if (got == (ssize_t)sizeof e) {
+        snprintf(err, errlen, "cannot execute %s: %s", at->a->prog, strerror(e));
+        return -1;
     }
+    return 0;
+}
+
+static int spawn_all(attempt *at, char *err, size_t errlen) {
+    for (int i = 0; i < at->n; i++)
+        if (spawn_one(at, i, err, errlen) < 0) return -1;
+    for (int i = 0; i < at->n; i++)
+        if (check_exec(at, i, err, errlen) < 0) return -1;
     return 0;
 }
 
@@ -575,7 +624,10 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     if (at.lost && at.result == SR_ATTEMPT_OK) {
         int finished = 0;
         for (int i = 0; i < at.n; i++) finished += !failed_status(at.w[i].status);
-        if (finished) {
+        if (finished && at.replaced) {
+            fprintf(stderr, "spmdrun: %d worker(s) lost, %d replaced; %d finished (--on-failure replace)\n", at.lost,
+                    at.replaced, finished);
+        } else if (finished) {
             fprintf(stderr, "spmdrun: %d worker(s) lost, the other %d finished (--on-failure shrink)\n", at.lost,
                     finished);
         } else { /* nobody went on: the first loss is the failure */
