@@ -31,7 +31,10 @@ add_test(NAME train_elastic_kill_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elas
 set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "train;elastic")
 # spmdrun --on-failure replace: rank 1 killed at step 3, a new worker joins
-# the three survivors and the run ends at world 4, every replica identical.
+# the three survivors at once and the run ends at world 4 after 2 + 6 + 8
+# steps, every replica identical; the same with ranks 1 and 2 killed at once.
 add_test(NAME train_elastic_replace COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
-         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 4 - replace)
-set_tests_properties(train_elastic_replace PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 4 16 replace)
+add_test(NAME train_elastic_replace_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 4 16 replace)
+set_tests_properties(train_elastic_replace train_elastic_replace_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")

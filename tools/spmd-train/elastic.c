@@ -152,6 +152,19 @@ static int grow(elastic_run *r, int n) {
     return 0;
 }
 
+/* Under spmdrun --on-failure replace (SPMD_ON_FAILURE=replace) a new process
+ * is starting for each one lost: take them in now, so the world is whole
+ * again whatever their start-up costs (a polled joiner could come after the
+ * run's end).  0, or the exit code. */
+static int await_replacements(elastic_run *r) {
+    const char *of = getenv("SPMD_ON_FAILURE");
+    spmd_elastic_info in = spmd_elastic_last(r->e);
+    int lost = in.world_before - in.world_after;
+    if (!of || strcmp(of, "replace") != 0 || lost <= 0) return 0;
+    report_say(&r->t->rep, "elastic: waiting for %d replacement(s) (--on-failure replace)\n", lost);
+    return grow(r, lost);
+}
+
 /* A failure of the group (to recover from) rather than of this rank. */
 static int group_failed(trainer *t, spmd_status st) {
     return t->g && (st == SPMD_ERR_REMOTE || st == SPMD_ERR_ABORTED || spmd_group_failed_ranks(t->g, NULL, 0) > 0);
@@ -245,6 +258,7 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
         }
         if (!failed) return 0;
         if ((rc = recover(r, "training step"))) return rc;
+        if ((rc = await_replacements(r))) return rc;
         if (*stopped) return 0;
     }
 }
@@ -288,7 +302,7 @@ int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samp
                 rc = dp_fail(t, "evaluation", st);
                 break;
             }
-            if ((rc = recover(&r, "evaluation"))) break;
+            if ((rc = recover(&r, "evaluation")) || (rc = await_replacements(&r))) break;
         }
         if (rc || stopped) break;
         /* the next epoch: dealt whole over the current world */

@@ -226,6 +226,17 @@ static int reap_one(attempt *at, int i) {
     return failed_status(st);
 }
 
+/* Add "NAME=value" at the end of a worker's environment; -1 when out of memory. */
+static int env_append(char ***env, const char *kv) {
+    size_t n = 0;
+    while (*env && (*env)[n]) n++;
+    char **e = *env ? realloc(*env, (n + 2) * sizeof *e) : NULL;
+    if (!e) return -1;
+    *env = e;
+    e[n + 1] = NULL;
+    return (e[n] = strdup(kv)) ? 0 : -1;
+}
+
 static int spawn_one(attempt *at, int i, char *err, size_t errlen);
 static int check_exec(attempt *at, int i, char *err, size_t errlen);
 
@@ -242,15 +253,7 @@ static void replace_worker(attempt *at, int i) {
     sr_stream_free(&w->out);
     sr_stream_free(&w->err);
     w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
-    size_t n = 0;
-    while (w->env && w->env[n]) n++;
-    char **env = w->env ? realloc(w->env, (n + 2) * sizeof *env) : NULL;
-    if (env) {
-        w->env = env;
-        env[n] = strdup("SPMD_JOIN=1");
-        env[n + 1] = NULL;
-    }
-    if (!env || !env[n]) snprintf(err, sizeof err, "out of memory");
+    if (env_append(&w->env, "SPMD_JOIN=1") < 0) snprintf(err, sizeof err, "out of memory");
     else if (spawn_one(at, i, err, sizeof err) == 0 && check_exec(at, i, err, sizeof err) == 0) {
         at->replaced++;
         fprintf(stderr, "spmdrun: started pid %d in its place (SPMD_JOIN=1: it joins the others' group)\n",
@@ -493,7 +496,9 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         w->rank = as->rank_offset + i;
         w->exec_fd = -1;
         w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
+        /* SPMD_ON_FAILURE=replace: the workers may wait for the replacements */
         if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) || sr_flight_env(a, &w->env) < 0 ||
+            (a->cfg->on_failure_shrink == SR_ON_FAILURE_REPLACE && env_append(&w->env, "SPMD_ON_FAILURE=replace") < 0) ||
             !(w->argv = sr_argv_build(a->cfg, i))) {
             snprintf(spawn_err, sizeof spawn_err, "out of memory");
             break;
