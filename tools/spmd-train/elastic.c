@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "dp.h"
 #include "spmd/elastic.h"
 #include "spmd/syncbn.h"
@@ -60,6 +61,14 @@ int elastic_check_options(options *o) {
 int elastic_joining(const options *o) {
     const char *j = getenv("SPMD_JOIN");
     return o->elastic && j && strcmp(j, "1") == 0;
+}
+
+/* Wall-clock seconds: comparable between processes (bench/elastic_bench.sh
+ * subtracts the kill's from the recovery's). */
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Does SPMD_TRAIN_KILL name this process and this step? */
@@ -133,9 +142,9 @@ static int recover(elastic_run *r, const char *what) {
     spmd_elastic_info in = spmd_elastic_last(r->e);
     report_say(&t->rep,
                "elastic: %s failed at step %ld (rank(s) %s gone): world %d -> %d (epoch %d) in %.3f s, "
-               "the step in flight %s; going on from step %ld\n",
+               "the step in flight %s; going on from step %ld at %.6f\n",
                what, step + 1, nf ? names : "?", in.world_before, in.world_after, in.epoch, in.seconds,
-               in.steps_lost ? "redone" : "committed everywhere", t->global_step + 1);
+               in.steps_lost ? "redone" : "committed everywhere", t->global_step + 1, wall_now());
     return 0;
 }
 
@@ -218,7 +227,11 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
                 return dp_fail(t, "input", SPMD_ERR_INVALID);
             }
             if (!got) break;
-            if (kill_now(r, t->global_step + 1)) raise(SIGKILL);
+            if (kill_now(r, t->global_step + 1)) {
+                fprintf(stderr, "spmd-train: rank %d SIGKILLs itself as step %ld begins (SPMD_TRAIN_KILL) at %.6f\n",
+                        t->rank, t->global_step + 1, wall_now());
+                raise(SIGKILL);
+            }
             float loss;
             spmd_elastic_begin_step(r->e);
             if ((st = train_one_step(t, x, y, bn, &loss)) != SPMD_OK) {
