@@ -369,78 +369,76 @@ static int spawn_one(attempt *at, int i, char *err, size_t errlen) {
     const sr_config *cfg = a->cfg;
     char dir[4200] = "";
     pid_t self = getpid();
-    {
-        worker *w = &at->w[i];
-        int file_mask, console_mask;
-        stream_targets(cfg, i, &file_mask, &console_mask);
-        int out_file = -1, err_file = -1;
-        if (file_mask && a->log_root[0]) {
-            /* attempt_<k>/<rank>: the local rank on one node as torchrun has it; the
-             * global rank keeps several nodes apart on a shared file system. */
-            snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count,
-                     w->rank);
-            if (make_dirs(dir) < 0) {
-                snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
-                return -1;
-            }
-            if ((file_mask & SR_STD_OUT) && (out_file = open_log(dir, "stdout.log", err, errlen)) < 0)
-                return -1;
-            if ((file_mask & SR_STD_ERR) && (err_file = open_log(dir, "stderr.log", err, errlen)) < 0) {
-                if (out_file >= 0) close(out_file);
-                return -1;
-            }
+    worker *w = &at->w[i];
+    int file_mask, console_mask;
+    stream_targets(cfg, i, &file_mask, &console_mask);
+    int out_file = -1, err_file = -1;
+    if (file_mask && a->log_root[0]) {
+        /* attempt_<k>/<rank>: the local rank on one node as torchrun has it; the
+         * global rank keeps several nodes apart on a shared file system. */
+        snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count,
+                 w->rank);
+        if (make_dirs(dir) < 0) {
+            snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
+            return -1;
         }
-        char prefix[24] = "";
-        if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
-        /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
-         * stream, so a tool's output keeps its format.  Not tee'd and the
-         * console a terminal: the worker writes to the terminal itself (it
-         * sees a terminal: progress lines work); else the agent still passes
-         * whole lines, so ranks never mix inside a line.  stderr keeps the
-         * prefix: the agent reads it for the failure report anyway. */
-        int out_teed = (file_mask & SR_STD_OUT) != 0;
-        int direct_out = (console_mask & SR_STD_OUT) && !out_teed && isatty(STDOUT_FILENO);
-        int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
-        if ((!direct_out && pipe2(po, O_CLOEXEC) < 0) || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
-            snprintf(err, errlen, "pipe: %s", strerror(errno));
-            for (int k = 0; k < 2; k++) {
-                if (po[k] >= 0) close(po[k]);
-                if (pe[k] >= 0) close(pe[k]);
-                if (px[k] >= 0) close(px[k]);
-            }
+        if ((file_mask & SR_STD_OUT) && (out_file = open_log(dir, "stdout.log", err, errlen)) < 0)
+            return -1;
+        if ((file_mask & SR_STD_ERR) && (err_file = open_log(dir, "stderr.log", err, errlen)) < 0) {
             if (out_file >= 0) close(out_file);
-            if (err_file >= 0) close(err_file);
             return -1;
         }
-        if (po[0] >= 0) fcntl(po[0], F_SETFL, O_NONBLOCK);
-        fcntl(pe[0], F_SETFL, O_NONBLOCK);
-        /* Streams own the read ends and files from here on. */
-        if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, out_teed ? prefix : "", 0) ||
-            sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
-            snprintf(err, errlen, "out of memory");
-            if (po[1] >= 0) close(po[1]);
-            close(pe[1]);
-            close(px[0]);
-            close(px[1]);
-            return -1;
+    }
+    char prefix[24] = "";
+    if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
+    /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
+     * stream, so a tool's output keeps its format.  Not tee'd and the
+     * console a terminal: the worker writes to the terminal itself (it
+     * sees a terminal: progress lines work); else the agent still passes
+     * whole lines, so ranks never mix inside a line.  stderr keeps the
+     * prefix: the agent reads it for the failure report anyway. */
+    int out_teed = (file_mask & SR_STD_OUT) != 0;
+    int direct_out = (console_mask & SR_STD_OUT) && !out_teed && isatty(STDOUT_FILENO);
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
+    if ((!direct_out && pipe2(po, O_CLOEXEC) < 0) || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        for (int k = 0; k < 2; k++) {
+            if (po[k] >= 0) close(po[k]);
+            if (pe[k] >= 0) close(pe[k]);
+            if (px[k] >= 0) close(px[k]);
         }
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) child_exec(a, w, self, direct_out ? STDOUT_FILENO : po[1], pe[1], px[1]);
+        if (out_file >= 0) close(out_file);
+        if (err_file >= 0) close(err_file);
+        return -1;
+    }
+    if (po[0] >= 0) fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    /* Streams own the read ends and files from here on. */
+    if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, out_teed ? prefix : "", 0) ||
+        sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
+        snprintf(err, errlen, "out of memory");
         if (po[1] >= 0) close(po[1]);
         close(pe[1]);
+        close(px[0]);
         close(px[1]);
-        if (pid < 0) {
-            snprintf(err, errlen, "fork: %s", strerror(errno));
-            close(px[0]);
-            return -1;
-        }
-        setpgid(pid, pid); /* also done by the child; whichever runs first wins */
-        w->pid = pid;
-        w->running = 1;
-        w->exec_fd = px[0];
-        sr_guard_add(a, pid);
+        return -1;
     }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) child_exec(a, w, self, direct_out ? STDOUT_FILENO : po[1], pe[1], px[1]);
+    if (po[1] >= 0) close(po[1]);
+    close(pe[1]);
+    close(px[1]);
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(px[0]);
+        return -1;
+    }
+    setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+    w->pid = pid;
+    w->running = 1;
+    w->exec_fd = px[0];
+    sr_guard_add(a, pid);
     return 0;
 }
 
