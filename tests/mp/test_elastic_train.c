@@ -9,7 +9,9 @@
  *     spmd_elastic_join_sync) and the members admit it when
  *     spmd_elastic_joiners_waiting says so (at step 12 at the latest);
  *   replace: 3 ranks, rank 1 killed at step 5, the two survivors recover,
- *     then take in a new process (waiting since the start), back to 3.
+ *     then take in a new process (waiting since the start), back to 3;
+ *   store host: 4 ranks over a file:// rendezvous, so rank 0 hosts the
+ *     store; rank 0 killed at step 5: the survivors recover on the standby.
  * Checked on every survivor and joiner: the committed count is the run's
  * (every epoch's steps, whatever the worlds), the replicas (parameters,
  * momentum, buffer, counts) are bit-identical (a hash all-reduced), the
@@ -30,12 +32,13 @@
 #define B 2
 #define EPOCHS 3
 
-enum { SHRINK, TWO, GROW, REPLACE };
-static const char *const case_names[] = {"shrink", "two", "grow", "replace"};
+enum { SHRINK, TWO, GROW, REPLACE, STORE_HOST };
+static const char *const case_names[] = {"shrink", "two", "grow", "replace", "store host"};
 
 typedef struct {
     int how;
     const char *transport;
+    char rdv[128]; /* STORE_HOST: the file:// rendezvous (rank 0 hosts the store) */
 } tr_case;
 
 typedef struct {
@@ -149,6 +152,10 @@ static int setup(int idx, spmd_group *g, replica *r, spmd_elastic **e) {
     return 0;
 }
 
+static int is_victim(int how, int idx) {
+    return how == SHRINK || how == REPLACE ? idx == 1 : how == TWO ? idx == 0 || idx == 2 : how == STORE_HOST ? idx == 0 : 0;
+}
+
 static int rank_main(int idx, void *arg) {
     const tr_case *c = arg;
     setenv("SPMD_TRANSPORT", c->transport, 1);
@@ -157,7 +164,7 @@ static int rank_main(int idx, void *arg) {
     static replica r;
     spmd_elastic *e = NULL;
     const int members = c->how == GROW || c->how == REPLACE ? 3 : 4;
-    const int lost = c->how == SHRINK || c->how == REPLACE ? 1 : c->how == TWO ? 2 : 0;
+    const int lost = c->how == TWO ? 2 : c->how == GROW ? 0 : 1;
     const int joins = c->how == GROW || c->how == REPLACE;
     const int world = members - lost + joins;
     if (idx == members) { /* the new process */
@@ -171,9 +178,15 @@ static int rank_main(int idx, void *arg) {
         return finish(idx, e, &r, world, 1);
     }
     spmd_group *g = NULL;
-    CREQ(spmd_group_init(NULL, &g, err, sizeof err) == SPMD_OK, "%s", err);
+    spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
+    char url[160];
+    if (c->how == STORE_HOST) {
+        snprintf(url, sizeof url, "file://%s", c->rdv);
+        opts.init_method = url;
+    }
+    CREQ(spmd_group_init(&opts, &g, err, sizeof err) == SPMD_OK, "%s", err);
     if (setup(idx, g, &r, &e)) return 1;
-    int victim = (c->how == SHRINK || c->how == REPLACE) ? idx == 1 : c->how == TWO ? (idx == 0 || idx == 2) : 0;
+    int victim = is_victim(c->how, idx);
     if (train(idx, e, &r, victim ? 5 : -1, c->how == GROW ? 4 : c->how == REPLACE ? 3 : 0)) return 1;
     return finish(idx, e, &r, world, (lost > 0) + joins);
 }
@@ -182,21 +195,29 @@ int main(void) {
     setenv("SPMD_TIMEOUT", "60s", 1); /* a hang guard, never reached when it works */
     const char *transports[] = {"auto", "tcp"};
     for (int t = 0; t < 2; t++)
-        for (int how = SHRINK; how <= REPLACE; how++) {
-            tr_case c = {how, transports[t]};
-            int members = how == GROW || how == REPLACE ? 3 : 4, n = members + (how >= GROW);
+        for (int how = SHRINK; how <= STORE_HOST; how++) {
+            tr_case c = {how, transports[t], ""};
+            char dir[] = "/tmp/spmd_elastic_train_XXXXXX";
+            if (how == STORE_HOST) {
+                REQUIRE(mkdtemp(dir) != NULL);
+                snprintf(c.rdv, sizeof c.rdv, "%s/rdv", dir);
+            }
+            int members = how == GROW || how == REPLACE ? 3 : 4, n = members + (how == GROW || how == REPLACE);
             int worlds[5] = {members, members, members, members, members + 1};
             int status[5];
             CHECK(mp_fork_run(n, NULL, members, worlds, rank_main, &c, 120, status) == 0);
             for (int i = 0; i < n; i++) {
-                int victim = (how == SHRINK || how == REPLACE) ? i == 1 : how == TWO ? (i == 0 || i == 2) : 0;
-                if (victim) {
+                if (is_victim(how, i)) {
                     CHECK_MSG(WIFSIGNALED(status[i]) && WTERMSIG(status[i]) == SIGKILL, "%s %s: %d was not killed",
                               c.transport, case_names[how], i);
                     continue;
                 }
                 CHECK_MSG(mp_exited_ok(status[i]), "%s, %s: process %d failed (status %#x)", c.transport,
                           case_names[how], i, status[i]);
+            }
+            if (how == STORE_HOST) {
+                unlink(c.rdv);
+                rmdir(dir);
             }
         }
     TEST_MAIN_END();
