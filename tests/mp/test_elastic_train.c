@@ -11,7 +11,10 @@
  *   replace: 3 ranks, rank 1 killed at step 5, the two survivors recover,
  *     then take in a new process (waiting since the start), back to 3;
  *   store host: 4 ranks over a file:// rendezvous, so rank 0 hosts the
- *     store; rank 0 killed at step 5: the survivors recover on the standby.
+ *     store; rank 0 killed at step 5: the survivors recover on the standby;
+ *   joiner dies: a joiner is admitted by 3 ranks and SIGKILLs itself before
+ *     the state transfer: the members' grow fails, they shrink back to 3 and
+ *     go on.
  * Checked on every survivor and joiner: the committed count is the run's
  * (every epoch's steps, whatever the worlds), the replicas (parameters,
  * momentum, buffer, counts) are bit-identical (a hash all-reduced), the
@@ -32,8 +35,8 @@
 #define B 2
 #define EPOCHS 3
 
-enum { SHRINK, TWO, GROW, REPLACE, STORE_HOST };
-static const char *const case_names[] = {"shrink", "two", "grow", "replace", "store host"};
+enum { SHRINK, TWO, GROW, REPLACE, STORE_HOST, JOINER_DIES };
+static const char *const case_names[] = {"shrink", "two", "grow", "replace", "store host", "joiner dies"};
 
 typedef struct {
     int how;
@@ -152,8 +155,14 @@ static int setup(int idx, spmd_group *g, replica *r, spmd_elastic **e) {
     return 0;
 }
 
+static int has_joiner(int how) { return how == GROW || how == REPLACE || how == JOINER_DIES; }
+
 static int is_victim(int how, int idx) {
-    return how == SHRINK || how == REPLACE ? idx == 1 : how == TWO ? idx == 0 || idx == 2 : how == STORE_HOST ? idx == 0 : 0;
+    return how == SHRINK || how == REPLACE ? idx == 1
+           : how == TWO                    ? idx == 0 || idx == 2
+           : how == STORE_HOST             ? idx == 0
+           : how == JOINER_DIES            ? idx == 3
+                                           : 0;
 }
 
 static int rank_main(int idx, void *arg) {
@@ -163,13 +172,14 @@ static int rank_main(int idx, void *arg) {
     char err[512];
     static replica r;
     spmd_elastic *e = NULL;
-    const int members = c->how == GROW || c->how == REPLACE ? 3 : 4;
-    const int lost = c->how == TWO ? 2 : c->how == GROW ? 0 : 1;
+    const int members = has_joiner(c->how) ? 3 : 4;
+    const int lost = c->how == TWO ? 2 : c->how == GROW || c->how == JOINER_DIES ? 0 : 1;
     const int joins = c->how == GROW || c->how == REPLACE;
     const int world = members - lost + joins;
     if (idx == members) { /* the new process */
         spmd_group *s = NULL;
         CREQ(spmd_group_join(NULL, &s, err, sizeof err) == SPMD_OK, "join: %s", err);
+        if (c->how == JOINER_DIES) raise(SIGKILL);
         if (setup(idx, s, &r, &e)) return 1;
         CREQ(spmd_elastic_join_sync(e) == SPMD_OK, "join_sync: %s", spmd_elastic_errmsg(e));
         CREQ(spmd_elastic_commits(e) >= 0 && spmd_elastic_last(e).world_before == 0, "the joiner got %lld steps",
@@ -187,22 +197,24 @@ static int rank_main(int idx, void *arg) {
     CREQ(spmd_group_init(&opts, &g, err, sizeof err) == SPMD_OK, "%s", err);
     if (setup(idx, g, &r, &e)) return 1;
     int victim = is_victim(c->how, idx);
-    if (train(idx, e, &r, victim ? 5 : -1, c->how == GROW ? 4 : c->how == REPLACE ? 3 : 0)) return 1;
-    return finish(idx, e, &r, world, (lost > 0) + joins);
+    if (train(idx, e, &r, victim ? 5 : -1, c->how == GROW || c->how == JOINER_DIES ? 4 : c->how == REPLACE ? 3 : 0))
+        return 1;
+    /* a joiner that died in the transfer: one reset, for the group shrunk back */
+    return finish(idx, e, &r, world, (lost > 0) + joins + (c->how == JOINER_DIES));
 }
 
 int main(void) {
     setenv("SPMD_TIMEOUT", "60s", 1); /* a hang guard, never reached when it works */
     const char *transports[] = {"auto", "tcp"};
     for (int t = 0; t < 2; t++)
-        for (int how = SHRINK; how <= STORE_HOST; how++) {
+        for (int how = SHRINK; how <= JOINER_DIES; how++) {
             tr_case c = {how, transports[t], ""};
             char dir[] = "/tmp/spmd_elastic_train_XXXXXX";
             if (how == STORE_HOST) {
                 REQUIRE(mkdtemp(dir) != NULL);
                 snprintf(c.rdv, sizeof c.rdv, "%s/rdv", dir);
             }
-            int members = how == GROW || how == REPLACE ? 3 : 4, n = members + (how == GROW || how == REPLACE);
+            int members = has_joiner(how) ? 3 : 4, n = members + has_joiner(how);
             int worlds[5] = {members, members, members, members, members + 1};
             int status[5];
             CHECK(mp_fork_run(n, NULL, members, worlds, rank_main, &c, 120, status) == 0);
