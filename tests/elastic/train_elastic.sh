@@ -18,6 +18,14 @@ SPMDRUN=$1 TRAIN=$2 KILL=$3 AFTER=$4 STEPS=$5 MODE=${6:-shrink}
 out=$(mktemp /tmp/spmd_train_elastic_XXXXXX) || exit 1
 trap 'rm -f "$out" "$out.err"' EXIT
 lost=$(echo "$KILL" | tr ',' '\n' | wc -l)
+fail() { echo "FAIL: $*"; exit 1; }
+# what --elastic cannot do is refused before anything starts, naming why
+"$TRAIN" --elastic --zero > "$out" 2>&1 && fail "--elastic --zero was accepted"
+grep -q "elastic does not go with --pp, --tp and --zero (ZeRO-1 shards are not re-formed)" "$out" ||
+    { cat "$out"; fail "--elastic --zero: no reason given"; }
+env -u RANK -u WORLD_SIZE "$TRAIN" --elastic --model mlp --train-samples 64 --no-eval > "$out" 2>&1 &&
+    fail "--elastic without a launcher was accepted"
+grep -q "needs a launcher" "$out" || { cat "$out"; fail "--elastic without a launcher: no reason given"; }
 # 256 samples, 8 per rank and step: 8 steps per epoch at world 4
 SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_TRAIN_KILL=$KILL \
     "$SPMDRUN" --standalone --nproc-per-node 4 --on-failure "$MODE" \
@@ -25,7 +33,6 @@ SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_TRAIN_KILL=$KILL \
     --log-every 1 --threads 1 --no-prefetch --check-sync > "$out" 2> "$out.err"
 rc=$?
 cat "$out" "$out.err"
-fail() { echo "FAIL: $*"; exit 1; }
 [ $rc = 0 ] || fail "spmdrun exited $rc"
 for k in $(echo "$KILL" | tr ',' ' '); do
     grep -q "rank ${k%%:*} (pid [0-9]*) was killed by signal 9" "$out.err" || fail "the loss of rank ${k%%:*} is not reported"
