@@ -164,6 +164,21 @@ uint64_t spmd_sampler_epoch(const spmd_sampler *s);
 /* This rank's indices for the current epoch: num_samples entries, owned by
  * the sampler, valid until the next set_epoch or free. */
 const size_t *spmd_sampler_indices(const spmd_sampler *s);
+/* Elastic training (spmd/elastic.h): the world changed in the middle of an
+ * epoch.  Rank r of W consuming its indices in batches of B takes list[r +
+ * W*j], so after s steps the ranks together have consumed the list's first
+ * consumed = W*B*s entries, a prefix.  spmd_sampler_consumed(s, steps, B)
+ * computes it for this epoch's deal (what the ranks took in `steps` batches of
+ * B since the epoch or the last reshard began, cut at the list's end).
+ * spmd_sampler_reshard deals the rest, list[consumed..N), over the new world
+ * by the same rule (rank r takes rest[r], rest[r + W'], ..., padded
+ * cyclically from the rest's start; none when nothing is left), so every
+ * remaining sample is seen once (plus padding) and none twice.  The deal
+ * lasts for the epoch: set_epoch deals the next epoch's whole list over the
+ * new world. */
+spmd_status spmd_sampler_reshard(spmd_sampler *s, int rank, int world, size_t consumed, char *err,
+                                 size_t errlen);
+size_t spmd_sampler_consumed(const spmd_sampler *s, size_t steps, size_t batch);
 void spmd_sampler_free(spmd_sampler *s); /* NULL is fine */
 
 /* The permutation used above, exposed for tests and single-process use:
