@@ -42,7 +42,11 @@ if(TARGET spmd_torch)
     set_tests_properties(torch2_parallel torch2_features PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
   endif()
   # monitored_barrier, per-operation timeouts, destroy with a peer gone
+  # (both torches; in the torch2 label on 2.x)
   spmd_torch_test(torch_timeouts python 1 torch_timeouts.py)
+  if(SPMD_TORCH_MAJOR GREATER_EQUAL 2)
+    set_tests_properties(torch_timeouts PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
+  endif()
   # The README's pip path, installed into a temporary directory and used
   # alone.  It builds libspmd and the module from scratch: one at a time.
   add_test(NAME torch_pip_install
