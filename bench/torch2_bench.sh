@@ -11,7 +11,9 @@
 #
 # --quick: a smoke run (4 B to 64 KiB, one round, FSDP 2 steps) that checks
 # the scripts run, not a measurement.  Take figures on a quiet machine only.
+# PYTHON: the interpreter with torch (default: Debian's /usr/bin/python3).
 set -eu
+PY=${PYTHON:-/usr/bin/python3}
 cd "$(dirname "$0")/.."
 quick=0
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
@@ -28,9 +30,9 @@ fi
 
 suite() {  # suite BUILD: every benchmark against the python3 in this root
     for op in all_reduce all_gather reduce_scatter; do
-        PYTHONPATH=$1/python python3 bench/torch_backend_bench.py --worlds 2,4 --op $op $COLL
+        PYTHONPATH=$1/python $PY bench/torch_backend_bench.py --worlds 2,4 --op $op $COLL
     done
-    PYTHONPATH=$1/python python3 bench/torch2_fsdp_bench.py --worlds 2,4 $FSDP || true
+    PYTHONPATH=$1/python $PY bench/torch2_fsdp_bench.py --worlds 2,4 $FSDP || true
 }
 
 if [ "${SPMD_TORCH2_BENCH_INNER:-}" = 1 ]; then
