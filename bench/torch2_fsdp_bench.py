@@ -11,7 +11,8 @@ SGD.  For each world size and backend, spawns the ranks (one thread each,
 file:// rendezvous), runs 2 warm-up steps, then times --steps steps (the
 slowest rank's mean); --reps rounds alternate the backends and the best
 round of each is kept.  Prints one table per world: backend, step time,
-gloo/spmd.  torch without FSDP on CPU (1.13) says so and stops."""
+gloo/spmd.  A torch without FSDP on CPU says so and stops (Debian 12's
+1.13: torch.distributed.fsdp does not import under Python 3.11)."""
 import argparse
 import os
 import tempfile
@@ -92,8 +93,8 @@ def main():
         import inspect
         if "device_id" not in inspect.signature(FullyShardedDataParallel.__init__).parameters:
             raise ImportError("no device_id")
-    except ImportError as e:
-        raise SystemExit(f"torch {torch.__version__}: no FSDP on CPU here ({e})")
+    except Exception as e:  # (Debian 12's torch 1.13 under Python 3.11: a ValueError at import)
+        raise SystemExit(f"torch {torch.__version__}: no FSDP on CPU here ({type(e).__name__}: {e})")
     params = sum(p.numel() for p in model(a.width, a.layers).parameters())
     print(f"torch {torch.__version__}, nproc {os.cpu_count()}, FSDP of {params / 1e6:.1f} M "
           f"parameters ({a.layers} x Linear({a.width}, {a.width})), batch {a.batch}, "
