@@ -9,7 +9,8 @@
 #   - README:   mpirun --allow-run-as-root --oversubscribe -np 4 -x MASTER_ADDR=127.0.0.1 ./hello
 #   - LAUNCHER: mpirun -np 4 -x SPMD_BACKEND=spmd ./my_program (+ the root flags)
 #   - seed 003: mpirun -np 4 -x MASTER_ADDR -x MASTER_PORT ./prog
-#   - srun: four processes given exactly the SLURM_* variables srun sets;
+#   - srun: four processes given exactly the SLURM_* variables srun sets
+#     (a real srun and sbatch on a one-host Slurm cluster: slurm.sh);
 #   - two nodes: spmdrun --nnodes 2 in each namespace (one shared home);
 #   - one rank with a wrong secret: all ranks fail in seconds, naming it;
 #   - a node whose home lacks the file (another secret) is refused at once.
