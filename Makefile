@@ -88,7 +88,7 @@ TORCH2_BUILD ?= build-torch2
 check-torch2:
 	./scripts/torch2-root.sh run -- sh -c 'cmake -S . -B $(TORCH2_BUILD) -DSPMD_WERROR=ON \
 		-DSPMD_WITH_TORCH=ON -DSPMD_WITH_MPI=ON >/dev/null && \
-		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch spmdrun test_ckpt_fixture test_ckpt_dist && \
+		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch spmdrun test_ckpt_fixture test_ckpt_dist test_ckpt_value && \
 		cd $(TORCH2_BUILD) && ctest -j $(JOBS) --output-on-failure -L torch'
 # torch's own distributed suite (tests/torch/suite), gloo against spmd at
 # world 2 and 3: on this machine's torch, and on torch 2.6 in the root.

@@ -22,6 +22,10 @@ PKGS="$PKGS ccache"
 # debootstrap: make check-torch2 builds and tests spmd_torch against torch 2.x
 # in a Debian 13 root it makes with it (scripts/torch2-root.sh)
 PKGS="$PKGS debootstrap"
+# Slurm (slurmctld, slurmd, srun, sbatch; munge comes with it): a one-host
+# cluster started by tests/launcher/slurm.sh runs the documented batch scripts.
+# No /etc/slurm/slurm.conf is written, so the installed services stay off.
+PKGS="$PKGS slurm-wlm"
 
 updated=""
 installed=""

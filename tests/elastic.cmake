@@ -3,6 +3,8 @@
 spmd_test(test_elastic_revoke SOURCES mp/test_elastic_revoke.c LABELS mp fault elastic TIMEOUT 240)
 spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault elastic TIMEOUT 400)
 spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
+# spmd_elastic around a training loop: shrink, two killed at once, grow, replace.
+spmd_test(test_elastic_train SOURCES mp/test_elastic_train.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
 # The one-page example: a rank killed mid-training (rank 0, the store's host,
 # and rank 2), the survivors shrink and finish with bit-identical weights.
 foreach(victim 0 2)
@@ -19,3 +21,20 @@ endforeach()
 add_test(NAME spmdrun_on_failure_shrink_stopped COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/examples/check_spmdrun_shrink.sh
          $<TARGET_FILE:spmdrun> ${PROJECT_BINARY_DIR}/examples 2 stop)
 set_tests_properties(spmdrun_on_failure_shrink_stopped PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
+# spmd-train --elastic (tests/elastic/train_elastic.sh): rank 0 killed at step
+# 3 (the survivors finish at world 3 after 2 + 8 + 11 steps), ranks 1 and 2
+# killed at once (world 2: 2 + 12 + 16 steps); identical replicas after.
+add_test(NAME train_elastic_kill_rank0 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 0:3 3 21)
+add_test(NAME train_elastic_kill_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
+set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "train;elastic")
+# spmdrun --on-failure replace: rank 1 killed at step 3, a new worker joins
+# the three survivors at once and the run ends at world 4 after 2 + 6 + 8
+# steps, every replica identical; the same with ranks 1 and 2 killed at once.
+add_test(NAME train_elastic_replace COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 4 16 replace)
+add_test(NAME train_elastic_replace_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 4 16 replace)
+set_tests_properties(train_elastic_replace train_elastic_replace_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")

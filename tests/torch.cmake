@@ -34,6 +34,18 @@ if(TARGET spmd_torch)
     foreach(launcher torchrun spmdrun)
       spmd_torch_test(torch2_api_${launcher} ${launcher} 4 torch2_api.py)
     endforeach()
+    # examples/torch2 run and checked in one group: DeviceMesh, DTensor,
+    # functional collectives, FSDP and fully_shard, pipelining, checkpoints;
+    # and the collectives' features a torch 2.x user expects (label torch2)
+    spmd_torch_test(torch2_parallel torchrun 4 torch2_parallel.py)
+    spmd_torch_test(torch2_features spmdrun 4 torch2_features.py)
+    set_tests_properties(torch2_parallel torch2_features PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
+  endif()
+  # monitored_barrier, per-operation timeouts, destroy with a peer gone
+  # (both torches; in the torch2 label on 2.x)
+  spmd_torch_test(torch_timeouts python 1 torch_timeouts.py)
+  if(SPMD_TORCH_MAJOR GREATER_EQUAL 2)
+    set_tests_properties(torch_timeouts PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
   endif()
   # The README's pip path, installed into a temporary directory and used
   # alone.  It builds libspmd and the module from scratch: one at a time.

@@ -23,9 +23,7 @@
 #include "common/seconds.h"
 #include "spmd/spmd.h"
 #include "size_arg.h"
-
-typedef enum { O_ALL_REDUCE, O_BROADCAST, O_REDUCE, O_ALL_GATHER, O_REDUCE_SCATTER, O_ALL_TO_ALL,
-               O_GATHER, O_SCATTER, O_BARRIER, O_PINGPONG, O_BW } op_t;
+#include "spmd-bench.h"
 
 static const struct { const char *name; op_t op; } OPS[] = {
     {"all_reduce", O_ALL_REDUCE}, {"allreduce", O_ALL_REDUCE}, {"broadcast", O_BROADCAST},
@@ -36,18 +34,6 @@ static const struct { const char *name; op_t op; } OPS[] = {
     {"bw", O_BW}, {"bandwidth", O_BW},
 };
 
-typedef struct {
-    size_t min_bytes, max_bytes, step_bytes;
-    double factor;
-    int iters, warmup, check, root, np;
-    op_t op;
-    const char *opname;
-    spmd_dtype dt;
-    spmd_op redop;
-    const char *algo, *csv, *plot;
-    int inplace_only, outplace_only;
-    int all_dtypes;      /* -d all: one table per datatype, as nccl-tests */
-} opts_t;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -165,92 +151,6 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     return 0;
 }
 
-/* ---- data for checks: small integers, exact in every dtype ------------- */
-
-static double elem_value(int rank, size_t i) { return (double)((rank + 1 + (int)(i % 7)) % 8); }
-
-static void put(void *buf, spmd_dtype dt, size_t i, double v) {
-    switch (dt) {
-    case SPMD_F32: ((float *)buf)[i] = (float)v; break;
-    case SPMD_F64: ((double *)buf)[i] = v; break;
-    case SPMD_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case SPMD_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case SPMD_F16: case SPMD_BF16: {
-        /* small integers: build the bits directly (exact) */
-        float f = (float)v;
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        uint16_t h;
-        if (dt == SPMD_BF16) h = (uint16_t)(b >> 16);
-        else if (v == 0) h = 0;
-        else {
-            int e = (int)((b >> 23) & 0xff) - 127 + 15;
-            h = (uint16_t)((e << 10) | ((b >> 13) & 0x3ff));
-        }
-        ((uint16_t *)buf)[i] = h;
-        break;
-    }
-    default: break;
-    }
-}
-
-static double get(const void *buf, spmd_dtype dt, size_t i) {
-    switch (dt) {
-    case SPMD_F32: return ((const float *)buf)[i];
-    case SPMD_F64: return ((const double *)buf)[i];
-    case SPMD_I8: return ((const int8_t *)buf)[i];
-    case SPMD_U8: return ((const uint8_t *)buf)[i];
-    case SPMD_I32: return ((const int32_t *)buf)[i];
-    case SPMD_I64: return (double)((const int64_t *)buf)[i];
-    case SPMD_BF16: { uint32_t b = (uint32_t)((const uint16_t *)buf)[i] << 16; float f; memcpy(&f, &b, 4); return f; }
-    case SPMD_F16: {
-        uint16_t h = ((const uint16_t *)buf)[i];
-        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-        double s = (h & 0x8000) ? -1 : 1;
-        if (e == 0) return s * m * pow(2, -24);
-        if (e == 31) return m ? NAN : s * INFINITY;
-        return s * (1 + m / 1024.0) * pow(2, e - 15);
-    }
-    default: return 0;
-    }
-}
-
-static double reduce_expect(spmd_op op, int world, size_t i, spmd_dtype dt) {
-    double acc = elem_value(0, i);
-    for (int r = 1; r < world; r++) {
-        double v = elem_value(r, i);
-        switch (op) {
-        case SPMD_SUM: case SPMD_AVG: acc += v; break;
-        case SPMD_PROD: acc *= v; break;
-        case SPMD_MIN: acc = v < acc ? v : acc; break;
-        case SPMD_MAX: acc = v > acc ? v : acc; break;
-        case SPMD_BAND: acc = (double)((long)acc & (long)v); break;
-        case SPMD_BOR: acc = (double)((long)acc | (long)v); break;
-        case SPMD_BXOR: acc = (double)((long)acc ^ (long)v); break;
-        default: break;
-        }
-    }
-    if (op == SPMD_AVG) {
-        acc /= world;
-        if (dt != SPMD_F32 && dt != SPMD_F64 && dt != SPMD_F16 && dt != SPMD_BF16) acc = trunc(acc);
-    }
-    return acc;
-}
-
-/* Values wrap in small integer types and lose precision in half types when
- * products grow: the check compares after the same rounding. */
-static int same(double got, double want, spmd_dtype dt) {
-    double tmp[1];
-    unsigned char buf[8];
-    (void)tmp;
-    put(buf, dt, 0, want);
-    double w = get(buf, dt, 0);
-    if (dt == SPMD_F16 || dt == SPMD_BF16 || dt == SPMD_F32) return fabs(got - w) <= fabs(w) * 1e-2 + 1e-6;
-    return got == w;
-}
-
 /* ---- one size ----------------------------------------------------------- */
 
 typedef struct {
@@ -303,73 +203,6 @@ static void shape(const opts_t *o, int w, size_t bytes, size_t es, size_t *count
     }
 }
 
-static void fill(const opts_t *o, int rank, int w, void *sendb, void *recvb, size_t count, int inplace) {
-    size_t es = spmd_dtype_size(o->dt);
-    (void)es;
-    switch (o->op) {
-    case O_ALL_REDUCE: case O_REDUCE: case O_BROADCAST: {
-        void *dst = inplace || o->op == O_BROADCAST ? recvb : sendb;
-        for (size_t i = 0; i < count; i++) put(dst, o->dt, i, elem_value(rank, i));
-        break;
-    }
-    case O_ALL_GATHER: case O_GATHER:
-        for (size_t i = 0; i < count; i++) {
-            if (inplace && o->op == O_ALL_GATHER) put(recvb, o->dt, (size_t)rank * count + i, elem_value(rank, i));
-            else put(sendb, o->dt, i, elem_value(rank, i));
-        }
-        break;
-    case O_REDUCE_SCATTER: case O_ALL_TO_ALL: case O_SCATTER:
-        for (size_t j = 0; j < (size_t)w; j++)
-            for (size_t i = 0; i < count; i++)
-                put(inplace && o->op == O_REDUCE_SCATTER ? recvb : sendb, o->dt, j * count + i,
-                    elem_value(rank, j * 31 + i));
-        break;
-    default: break;
-    }
-}
-
-static long count_wrong(const opts_t *o, int rank, int w, const void *recvb, size_t count, int inplace) {
-    long wrong = 0;
-    size_t es = spmd_dtype_size(o->dt);
-    switch (o->op) {
-    case O_ALL_REDUCE:
-        for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), reduce_expect(o->redop, w, i, o->dt), o->dt);
-        break;
-    case O_REDUCE:
-        if (rank == o->root)
-            for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), reduce_expect(o->redop, w, i, o->dt), o->dt);
-        break;
-    case O_BROADCAST:
-        for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, i), elem_value(o->root, i), o->dt);
-        break;
-    case O_ALL_GATHER: case O_GATHER:
-        if (o->op == O_GATHER && rank != o->root) break;
-        for (size_t j = 0; j < (size_t)w; j++)
-            for (size_t i = 0; i < count; i++) wrong += !same(get(recvb, o->dt, j * count + i), elem_value((int)j, i), o->dt);
-        break;
-    case O_REDUCE_SCATTER: {
-        const void *mine = inplace ? (const char *)recvb + (size_t)rank * count * es : recvb;
-        for (size_t i = 0; i < count; i++) {
-            /* each rank r put elem_value(r, rank*31+i) in block `rank` */
-            size_t idx = (size_t)rank * 31 + i;
-            wrong += !same(get(mine, o->dt, i), reduce_expect(o->redop, w, idx, o->dt), o->dt);
-        }
-        break;
-    }
-    case O_ALL_TO_ALL:
-        for (size_t j = 0; j < (size_t)w; j++)
-            for (size_t i = 0; i < count; i++)
-                wrong += !same(get(recvb, o->dt, j * count + i), elem_value((int)j, (size_t)rank * 31 + i), o->dt);
-        break;
-    case O_SCATTER:
-        for (size_t i = 0; i < count; i++)
-            wrong += !same(get(recvb, o->dt, i), elem_value(o->root, (size_t)rank * 31 + i), o->dt);
-        break;
-    default: break;
-    }
-    return wrong;
-}
-
 static double bus_factor(op_t op, int w) {
     if (w <= 1) return op == O_BROADCAST || op == O_REDUCE ? 1 : 0;
     switch (op) {
@@ -387,27 +220,27 @@ static spmd_status measure(spmd_group *g, const opts_t *o, bufs_t *b, size_t byt
     shape(o, w, bytes, es, &count, &se, &re);
     spmd_status st;
     for (int i = 0; i < o->warmup; i++) {
-        fill(o, rank, w, b->send, b->recv, count, inplace);
+        spmd__bench_fill(o, rank, w, b->send, b->recv, count, inplace);
         if ((st = run_op(g, o, b, count, inplace))) return st;
     }
     /* As nccl-tests: time the loop as a whole, data left as it is (refilling
      * each iteration would put the slowest rank's fill inside the others'
      * timing).  The correctness check runs once more on fresh data. */
-    fill(o, rank, w, b->send, b->recv, count, inplace);
+    spmd__bench_fill(o, rank, w, b->send, b->recv, count, inplace);
     if ((st = spmd_barrier(g))) return st;
     double t0 = now_us();
     for (int i = 0; i < o->iters; i++)
         if ((st = run_op(g, o, b, count, inplace))) return st;
     double total = now_us() - t0;
     if (o->check) {
-        fill(o, rank, w, b->send, b->recv, count, inplace);
+        spmd__bench_fill(o, rank, w, b->send, b->recv, count, inplace);
         if ((st = run_op(g, o, b, count, inplace))) return st;
     }
     double mean = total / o->iters;
     double slowest = mean;
     if ((st = spmd_all_reduce(g, &mean, &slowest, 1, SPMD_F64, SPMD_MAX))) return st;
     *us = slowest;
-    int64_t bad = o->check ? count_wrong(o, rank, w, b->recv, count, inplace) : 0, sum = 0;
+    int64_t bad = o->check ? spmd__bench_count_wrong(o, rank, w, b->recv, count, inplace) : 0, sum = 0;
     if ((st = spmd_all_reduce(g, &bad, &sum, 1, SPMD_I64, SPMD_SUM))) return st;
     *wrong = (long)sum;
     return SPMD_OK;

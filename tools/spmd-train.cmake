@@ -1,6 +1,7 @@
 # spmd-train — data- and model-parallel training (tools/spmd-train/*.c, docs/TRAINING.md).
 add_executable(spmd-train
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/checkpoint.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/elastic.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/input.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/loop.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/main.c

@@ -23,13 +23,6 @@ static spmd_status wrap_ddp(spmd_group *g, spmd_model *m, spmd_ddp **out) {
     return st ? st : spmd_ddp_finalize(*out);
 }
 
-/* The DataLoader's worker: one batch of normalised images and labels. */
-static spmd_status fill_batch(void *ds, const size_t *idx, size_t n, uint64_t batch_no, float *x, int *y, char *err,
-                              size_t errlen) {
-    (void)batch_no, (void)err, (void)errlen;
-    return spmd_dataset_batch(ds, idx, n, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, y);
-}
-
 int main(int argc, char **argv) {
     long max_steps = -1;
     const char *dir = NULL;
@@ -80,13 +73,13 @@ int main(int argc, char **argv) {
     float dlogits[BATCH * 10];
     /* train_loader = DataLoader(..., num_workers=1, prefetch_factor=2): a
      * loader thread fills the next batches while this one trains */
-    spmd_prefetch_opts po = {spmd_sampler_indices(sampler), spmd_sampler_num_samples(sampler), BATCH, 0, 0,
-                             28 * 28, 2, fill_batch, &ds};
-    if (spmd_prefetch_start(&po, &loader, err, sizeof err)) {
+    size_t num_samples = spmd_sampler_num_samples(sampler);
+    if (spmd_prefetch_dataset(&ds, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, spmd_sampler_indices(sampler),
+                              num_samples, BATCH, 2, &loader, err, sizeof err)) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         goto out;
     }
-    size_t num_batches = (po.n + BATCH - 1) / BATCH;
+    size_t num_batches = (num_samples + BATCH - 1) / BATCH;
     const float *x;
     const int *target;
     size_t n;

@@ -24,13 +24,6 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The DataLoader's worker: one batch of normalised images and labels. */
-static spmd_status fill_batch(void *ds, const size_t *idx, size_t n, uint64_t batch_no, float *x, int *y, char *err,
-                              size_t errlen) {
-    (void)batch_no, (void)err, (void)errlen;
-    return spmd_dataset_batch(ds, idx, n, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, x, y);
-}
-
 int main(int argc, char **argv) {
     int dp = 2, pp = 2, M = 4, steps = 40, B = 64, zero = 0;   /* B: the global batch */
     const char *data = NULL, *sched = "1f1b";
@@ -104,8 +97,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < per; i++)
             idx[(size_t)s * per + i] = ((size_t)s * B + (size_t)mesh.d * per + (size_t)i) % ds.n;
     /* a loader thread fills the next two batches while this one trains */
-    spmd_prefetch_opts pfo = {idx, (size_t)per * steps, (size_t)per, 0, 0, 784, 2, fill_batch, &ds};
-    if (spmd_prefetch_start(&pfo, &loader, err, sizeof err)) goto fail;
+    if (spmd_prefetch_dataset(&ds, SPMD_FASHION_MNIST_MEAN, SPMD_FASHION_MNIST_STD, idx, (size_t)per * steps,
+                              (size_t)per, 2, &loader, err, sizeof err))
+        goto fail;
     int first = pp == 1 || mesh.p == 0, last = pp == 1 || mesh.p == pp - 1;
     double t_steps = 0, compute = 0, bubble = 0;
     int timed = 0;

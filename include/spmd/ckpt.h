@@ -136,10 +136,107 @@ spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *
                           size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
                           size_t errlen);
 
+/* ---- async saving ----------------------------------------------------------
+ * The caller is blocked only while its state is copied into a staging buffer
+ * the saver owns; the plans' exchange, the writes, the fsyncs and the
+ * metadata-last commit then run on a thread of the saver's own, with the
+ * same outcome and the same directory-level atomicity as spmd_dcp_save (a
+ * killed save never leaves a checkpoint that looks complete).
+ *
+ * The background's collectives run on a subgroup of all of g's ranks that
+ * the saver makes at creation: a subgroup has its own connections, sequence
+ * numbers and executor, so they never interleave with the collectives the
+ * caller keeps issuing on g (two threads issuing collectives on one group
+ * would issue them in different orders on different ranks).  Groups over MPI
+ * are refused (SPMD_ERR_UNSUPPORTED): the thread would call MPI beside the
+ * caller's own MPI calls. */
+typedef struct spmd_dcp_saver spmd_dcp_saver;
+
+/* Collective over g (g NULL: one process): a saver.  Free it (collectively,
+ * before g is destroyed) with spmd_dcp_saver_free. */
+spmd_status spmd_dcp_saver_new(spmd_group *g, spmd_dcp_saver **out, char *err, size_t errlen);
+
+/* Start a save of the same arguments as spmd_dcp_save (every rank calls it,
+ * in the same order).  Returns once every shard and bytes item is copied:
+ * the caller may change or free its buffers at once.  The staging buffer is
+ * kept for the next save (no new page faults when the state keeps its size).
+ * A save of this saver still running is waited for first; when that one
+ * failed and its outcome was not taken by spmd_dcp_save_wait, that outcome
+ * is returned (the same on every rank) and no new save starts.  A bad
+ * argument or a failed staging is returned at once, and also agreed with
+ * the other ranks in the background, so their wait reports it (naming this
+ * rank) instead of waiting for this rank's file. */
+spmd_status spmd_dcp_save_async(spmd_dcp_saver *s, const char *dir, const spmd_dcp_shard *shards,
+                                size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                                size_t errlen);
+
+/* The same, with the copy into the staging buffer done by the saver's
+ * thread too: the call returns at once (names and dtypes copied, memory
+ * reserved), and the caller's data buffers must stay unchanged until
+ * spmd_dcp_save_staged returns.  In a training loop: start the save after
+ * the optimizer step, run the next forward and backward (they only read the
+ * parameters), call spmd_dcp_save_staged before the next optimizer step —
+ * the copy overlaps the computation instead of stalling it. */
+spmd_status spmd_dcp_save_async_deferred(spmd_dcp_saver *s, const char *dir, const spmd_dcp_shard *shards,
+                                         size_t nshards, const spmd_dcp_bytes *bytes, size_t nbytes, char *err,
+                                         size_t errlen);
+/* Wait until the last save started has copied the caller's data (at once
+ * for spmd_dcp_save_async, or with no save running). */
+void spmd_dcp_save_staged(spmd_dcp_saver *s);
+
+/* Wait for the last save started; its status, agreed by every rank: the
+ * lowest failing rank's cause, named ("rank 1: DIR/__1_0.distcp.tmp:
+ * create: Permission denied").  SPMD_OK when no save's outcome is pending. */
+spmd_status spmd_dcp_save_wait(spmd_dcp_saver *s, char *err, size_t errlen);
+
+/* Wait for a running save (its outcome is dropped), destroy the subgroup. */
+void spmd_dcp_saver_free(spmd_dcp_saver *s);
+
 /* A bytes item of the checkpoint in dir (torch.save of a bytes or str
  * object); *data is malloc'd. */
 spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len,
                                 char *err, size_t errlen);
+
+/* The Python value of a bytes item: what torch's dcp.save writes for every
+ * non-tensor entry of a state dict (torch.save(obj)), e.g. the optimizer's
+ * param_groups (optim.param_groups.0.lr 0.01, .betas (0.9, 0.999),
+ * .params [0, 1], .foreach None).  Only plain data is read: None, bools,
+ * ints (64-bit), floats, str, bytes, and tuples, lists and dicts of them
+ * (nested at most 64 deep, at most 1 Mi values).  Anything else — a global
+ * (a torch.dtype, a class, a callable), a tensor — is refused with
+ * SPMD_ERR_FORMAT naming the item and what it holds; nothing is executed. */
+typedef enum {
+    SPMD_DCP_NONE,
+    SPMD_DCP_BOOL,
+    SPMD_DCP_INT,
+    SPMD_DCP_FLOAT,
+    SPMD_DCP_STR,
+    SPMD_DCP_BYTES,
+    SPMD_DCP_LIST, /* a list or a tuple (is_tuple) */
+    SPMD_DCP_DICT
+} spmd_dcp_value_type;
+
+typedef struct spmd_dcp_value spmd_dcp_value;
+struct spmd_dcp_value {
+    spmd_dcp_value_type type;
+    int is_tuple;
+    int64_t i;              /* BOOL (0/1), INT */
+    double f;               /* FLOAT */
+    char *s;                /* STR (UTF-8, NUL-terminated), BYTES */
+    size_t len;             /* STR, BYTES */
+    size_t n;               /* LIST: items; DICT: pairs */
+    spmd_dcp_value *items;  /* LIST: n values; DICT: key, value, key, value ... */
+};
+
+/* Read the bytes item fqn of the checkpoint in dir as a value (*out owns its
+ * memory: spmd_dcp_value_free).  No such bytes item: SPMD_ERR_NOTFOUND. */
+spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value *out, char *err,
+                                size_t errlen);
+void spmd_dcp_value_free(spmd_dcp_value *v);
+
+/* A bytes item holding one number (an int, float or bool) as a double
+ * (lr, momentum, weight_decay); SPMD_ERR_MISMATCH for any other value. */
+spmd_status spmd_dcp_load_number(const char *dir, const char *fqn, double *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

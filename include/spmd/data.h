@@ -164,6 +164,21 @@ uint64_t spmd_sampler_epoch(const spmd_sampler *s);
 /* This rank's indices for the current epoch: num_samples entries, owned by
  * the sampler, valid until the next set_epoch or free. */
 const size_t *spmd_sampler_indices(const spmd_sampler *s);
+/* Elastic training (spmd/elastic.h): the world changed in the middle of an
+ * epoch.  Rank r of W consuming its indices in batches of B takes list[r +
+ * W*j], so after s steps the ranks together have consumed the list's first
+ * consumed = W*B*s entries, a prefix.  spmd_sampler_consumed(s, steps, B)
+ * computes it for this epoch's deal (what the ranks took in `steps` batches of
+ * B since the epoch or the last reshard began, cut at the list's end).
+ * spmd_sampler_reshard deals the rest, list[consumed..N), over the new world
+ * by the same rule (rank r takes rest[r], rest[r + W'], ..., padded
+ * cyclically from the rest's start; none when nothing is left), so every
+ * remaining sample is seen once (plus padding) and none twice.  The deal
+ * lasts for the epoch: set_epoch deals the next epoch's whole list over the
+ * new world. */
+spmd_status spmd_sampler_reshard(spmd_sampler *s, int rank, int world, size_t consumed, char *err,
+                                 size_t errlen);
+size_t spmd_sampler_consumed(const spmd_sampler *s, size_t steps, size_t batch);
 void spmd_sampler_free(spmd_sampler *s); /* NULL is fine */
 
 /* The permutation used above, exposed for tests and single-process use:
@@ -232,6 +247,14 @@ const char *spmd_prefetch_errmsg(const spmd_prefetch *p);
  * join its thread and free everything.  At any point, also before the last
  * batch (an early stop) or after an error.  NULL is fine. */
 void spmd_prefetch_stop(spmd_prefetch *p);
+/* The same over an image dataset, torch's
+ *   DataLoader(dataset, batch_size, sampler, num_workers=1, prefetch_factor=depth)
+ * with ToTensor + Normalize(mean, std): batches of indices[0..n) (e.g. a
+ * sampler's epoch, spmd_sampler_indices / _num_samples) filled by
+ * spmd_dataset_batch, the last one short.  ds and indices must outlive the
+ * iterator.  SPMD_ERR_INVALID for a dataset not loaded or std <= 0. */
+spmd_status spmd_prefetch_dataset(const spmd_dataset *ds, float mean, float std, const size_t *indices, size_t n,
+                                  size_t batch_size, int depth, spmd_prefetch **out, char *err, size_t errlen);
 
 /* ======================================================================
  * Checkpoints: the safetensors format

@@ -277,6 +277,9 @@ int spmd_group_epoch(const spmd_group *g);
  * (spmd_group_parent_rank is -1 for a joiner), at the next epoch.  Waits for
  * the joiners until g's deadline. */
 spmd_status spmd_group_grow(spmd_group *g, int njoin, spmd_group **out, char *err, size_t errlen);
+/* How many processes wait in spmd_group_join for g's next grow (read from
+ * the store; not collective: ranks reading at different times may differ). */
+spmd_status spmd_group_joiners_waiting(spmd_group *g, int *n, char *err, size_t errlen);
 /* In a new process: join the running group named opts->name (NULL: "default")
  * of this job (the same store: MASTER_ADDR/MASTER_PORT or opts->store, and
  * the same run id) when its ranks next call spmd_group_grow; *out is the

@@ -9,6 +9,7 @@
 #include "spmd/store.h"
 #include "spmd/group.h"
 #include "spmd/ddp.h"
+#include "spmd/elastic.h"
 #include "spmd/rpc.h"
 
 #endif

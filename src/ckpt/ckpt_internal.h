@@ -13,10 +13,6 @@
 spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *err,
                             size_t errlen, spmd_status st);
 
-/* Read a whole regular file of at most max bytes into a malloc'd buffer. */
-spmd_status spmd__read_small_file(const char *path, size_t max, void **buf, size_t *len,
-                                  char *err, size_t errlen);
-
 /* ---- torch.save archives (torch_zip.c) ------------------------------------ */
 /* The stored entry <archive>/<suffix> of the zip z[0..n) (exactly one
  * directory level, as torch.save names them). */
@@ -51,6 +47,21 @@ spmd_status spmd__torch_save_bytes(struct spmd__pw *w, const void *data, size_t 
 /* The bytes object of a torch.save archive (a copy, malloc'd). */
 spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
                                     size_t *len, char *err, size_t errlen);
+
+/* ---- the collective save (dcp_save.c), shared with the async saver ------- */
+/* The local argument checks of spmd_dcp_save. */
+spmd_status spmd__dcp_save_check(const spmd_dcp_shard *shards, size_t nshards, const spmd_dcp_bytes *bytes,
+                                 size_t nbytes, char *err, size_t errlen);
+/* The save over g (NULL: one process) of items already checked; mine is this
+ * rank's outcome so far (a failed check or staging: it then passes no items),
+ * which the ranks agree on before anything is written. */
+spmd_status spmd__dcp_save_run(spmd_group *g, const char *dir, const spmd_dcp_shard *shards, size_t nshards,
+                               const spmd_dcp_bytes *bytes, size_t nbytes, spmd_status mine, char *err,
+                               size_t errlen);
+
+/* A bytes item's torch.save archive z[0..n) as a plain value (dcp_value.c). */
+spmd_status spmd__dcp_value_parse(const uint8_t *z, size_t n, const char *what, spmd_dcp_value *out, char *err,
+                                  size_t errlen);
 
 /* The byte range of one storage item, read from its file (malloc'd). */
 spmd_status spmd__dcp_read_range(const char *dir, const spmd_dcp_storage *s, uint8_t **out, char *err,

@@ -1,11 +1,6 @@
 /* dcp_check.c — consistency of a DCP metadata (shared by decode and encode)
- * and the small-file reader. */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
+ * and the lookup of an entry by key. */
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "ckpt/ckpt_internal.h"
 #include "common/common.h"
 
@@ -69,41 +64,9 @@ spmd_status spmd__dcp_check(const spmd_dcp_metadata *m, const char *what, char *
     return SPMD_OK;
 }
 
-spmd_status spmd__read_small_file(const char *path, size_t max, void **buf, size_t *len,
-                                  char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return spmd__fail_errno(err, errlen, errno == ENOENT ? SPMD_ERR_NOTFOUND : SPMD_ERR_IO, errno,
-                                "%s: open", path);
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: fstat", path);
-    }
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "%s: not a regular file of at most %zu bytes", path, max);
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b) {
-        close(fd);
-        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: out of memory for %zu bytes", path, n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO;
-            free(b);
-            close(fd);
-            return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: read (file changed while read?)", path);
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = n;
-    return SPMD_OK;
+const spmd_dcp_entry *spmd_dcp_metadata_find(const spmd_dcp_metadata *m, const char *fqn) {
+    if (!m || !fqn) return NULL;
+    for (size_t i = 0; i < m->nentries; i++)
+        if (!strcmp(m->entries[i].fqn, fqn)) return &m->entries[i];
+    return NULL;
 }

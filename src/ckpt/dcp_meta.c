@@ -3,9 +3,12 @@
  * spmd_dcp_metadata, through the restricted pickle codec: the allow-list of
  * globals below is the whole vocabulary the reader accepts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/pickle.h"
 #include "common/common.h"
@@ -94,7 +97,7 @@ static spmd_status props(ctx *c, const char *fqn, const spmd__pv *v, spmd_dcp_en
     return fmt(c, fqn, "TensorProperties's dtype is not a tensor dtype");
 }
 
-static spmd_status chunks(ctx *c, const char *fqn, const spmd__pv *l, spmd_dcp_entry *e) {
+static spmd_status decode_chunks(ctx *c, const char *fqn, const spmd__pv *l, spmd_dcp_entry *e) {
     if (!l || l->type != SPMD__PV_LIST) return fmt(c, fqn, "chunks is not a list");
     e->chunks = calloc(l->n ? l->n : 1, sizeof *e->chunks);
     if (!e->chunks) return spmd__fail(c->err, c->errlen, SPMD_ERR_NOMEM, "%s: out of memory", c->what);
@@ -127,7 +130,7 @@ static spmd_status entry(ctx *c, const spmd__pv *k, const spmd__pv *v, spmd_dcp_
     if (!s) return fmt(c, e->fqn, "neither a TensorStorageMetadata nor a BytesStorageMetadata");
     spmd_status st = props(c, e->fqn, spmd__pv_dict_get(s, "properties"), e);
     if (!st) st = size_of(c, e->fqn, spmd__pv_dict_get(s, "size"), &e->ndim, e->size, "size");
-    if (!st) st = chunks(c, e->fqn, spmd__pv_dict_get(s, "chunks"), e);
+    if (!st) st = decode_chunks(c, e->fqn, spmd__pv_dict_get(s, "chunks"), e);
     return st;
 }
 
@@ -136,7 +139,7 @@ static int safe_name(const char *s) {
     return *s && !strchr(s, '/') && !strchr(s, '\\') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-static spmd_status storage(ctx *c, const spmd__pv *k, const spmd__pv *v, spmd_dcp_storage *s) {
+static spmd_status decode_storage(ctx *c, const spmd__pv *k, const spmd__pv *v, spmd_dcp_storage *s) {
     const spmd__pv *ks = state_of(k, "MetadataIndex"), *vs = state_of(v, "_StorageInfo");
     if (!ks || !vs) return fmt(c, NULL, "a storage_data item is not MetadataIndex -> _StorageInfo");
     const spmd__pv *fqn = spmd__pv_dict_get(ks, "fqn"), *off = spmd__pv_dict_get(ks, "offset"),
@@ -171,7 +174,7 @@ spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *wh
     if (!buf || !out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_metadata_decode: bad args");
     memset(out, 0, sizeof *out);
     ctx c = {what ? what : ".metadata", err, errlen};
-    spmd__pickle_limits lim = {meta_allow, 0, 64u << 20, 64u << 20, 1u << 16};
+    spmd__pickle_limits lim = {meta_allow, 0, 64u << 20, 64u << 20, 1u << 16, 0};
     spmd__pickle *p = NULL;
     spmd__pv *root = NULL;
     spmd_status st = spmd__pickle_load(buf, len, &lim, c.what, &p, &root, err, errlen);
@@ -193,13 +196,53 @@ spmd_status spmd_dcp_metadata_decode(const void *buf, size_t len, const char *wh
         }
         for (size_t i = 0; !st && i < ns; i++) {
             out->nstorage = i + 1;
-            st = storage(&c, sd->items[2 * i], sd->items[2 * i + 1], &out->storage[i]);
+            st = decode_storage(&c, sd->items[2 * i], sd->items[2 * i + 1], &out->storage[i]);
         }
     }
     spmd__pickle_free(p);
     if (!st) st = spmd__dcp_check(out, c.what, err, errlen, SPMD_ERR_FORMAT);
     if (st) spmd_dcp_metadata_free(out);
     return st;
+}
+
+/* Read a whole regular file of at most max bytes into a malloc'd buffer. */
+static spmd_status read_small_file(const char *path, size_t max, void **buf, size_t *len,
+                             char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return spmd__fail_errno(err, errlen, errno == ENOENT ? SPMD_ERR_NOTFOUND : SPMD_ERR_IO, errno,
+                                "%s: open", path);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: fstat", path);
+    }
+    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max) {
+        close(fd);
+        return spmd__fail(err, errlen, SPMD_ERR_FORMAT, "%s: not a regular file of at most %zu bytes", path, max);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) {
+        close(fd);
+        return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: out of memory for %zu bytes", path, n);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            free(b);
+            close(fd);
+            return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: read (file changed while read?)", path);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    *len = n;
+    return SPMD_OK;
 }
 
 spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char *err, size_t errlen) {
@@ -210,7 +253,7 @@ spmd_status spmd_dcp_metadata_read(const char *dir, spmd_dcp_metadata *out, char
         return spmd__fail(err, errlen, SPMD_ERR_INVALID, "%s: path too long", dir);
     void *buf = NULL;
     size_t len = 0;
-    spmd_status st = spmd__read_small_file(path, META_FILE_MAX, &buf, &len, err, errlen);
+    spmd_status st = read_small_file(path, META_FILE_MAX, &buf, &len, err, errlen);
     if (st) return st;
     st = spmd_dcp_metadata_decode(buf, len, path, out, err, errlen);
     free(buf);
@@ -230,13 +273,6 @@ void spmd_dcp_metadata_free(spmd_dcp_metadata *m) {
     free(m->entries);
     free(m->storage);
     memset(m, 0, sizeof *m);
-}
-
-const spmd_dcp_entry *spmd_dcp_metadata_find(const spmd_dcp_metadata *m, const char *fqn) {
-    if (!m || !fqn) return NULL;
-    for (size_t i = 0; i < m->nentries; i++)
-        if (!strcmp(m->entries[i].fqn, fqn)) return &m->entries[i];
-    return NULL;
 }
 
 /* ---- encoding ------------------------------------------------------------ */

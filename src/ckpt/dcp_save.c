@@ -30,15 +30,36 @@ typedef struct {
 } plan;
 
 /* ---- exchange ------------------------------------------------------------ */
+/* One rank's outcome as exchanged: its status and its message. */
+typedef struct {
+    int32_t st;
+    char msg[252];
+} outcome;
+
+/* Every rank learns every rank's outcome; all return the lowest failing
+ * rank's status and message, naming that rank ("rank 1: ..."), so a failure
+ * reads the same everywhere and says where it happened. */
 static spmd_status agree(spmd_group *g, spmd_status mine, const char *dir, char *err, size_t errlen) {
     if (!g) return mine;
-    int32_t v = (int32_t)mine;
-    spmd_status st = spmd_all_reduce(g, &v, &v, 1, SPMD_I32, SPMD_MIN);
-    if (st) return spmd__fail(err, errlen, st, "save %s: all_reduce of the outcome: %s", dir, spmd_group_errmsg(g));
-    if (mine == SPMD_OK && v != SPMD_OK)
-        return spmd__fail(err, errlen, (spmd_status)v, "save %s: another rank failed (%s)", dir,
-                          spmd_status_name((spmd_status)v));
-    return mine ? mine : (spmd_status)v;
+    int world = spmd_group_size(g);
+    outcome me = {(int32_t)mine, ""}, *all = calloc((size_t)world, sizeof *all);
+    if (!all) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "save %s: out of memory", dir);
+    if (mine) snprintf(me.msg, sizeof me.msg, "%s", err && errlen && *err ? err : spmd_status_str(mine));
+    spmd_status st = spmd_all_gather(g, &me, all, sizeof me, SPMD_U8);
+    if (st) {
+        free(all);
+        return spmd__fail(err, errlen, st, "save %s: all_gather of the outcome: %s", dir, spmd_group_errmsg(g));
+    }
+    int first = -1, alike = 1; /* alike: every rank failed with one message (a disagreement all saw) */
+    for (int r = 0; r < world; r++) {
+        all[r].msg[sizeof all[r].msg - 1] = 0;
+        if (all[r].st != SPMD_OK && first < 0) first = r;
+        alike &= all[r].st != SPMD_OK && all[r].st == all[0].st && !strcmp(all[r].msg, all[0].msg);
+    }
+    if (first >= 0 && alike) st = spmd__fail(err, errlen, (spmd_status)all[0].st, "%s", all[0].msg);
+    else if (first >= 0) st = spmd__fail(err, errlen, (spmd_status)all[first].st, "rank %d: %s", first, all[first].msg);
+    free(all);
+    return st;
 }
 
 /* All-gather variable-length buffers: *all holds world slots of *slot bytes. */
@@ -335,10 +356,10 @@ static spmd_status write_metadata(const char *dir, plan *p, char *err, size_t er
     return st;
 }
 
-spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *shards, size_t nshards,
-                          const spmd_dcp_bytes *bytes, size_t nbytes, char *err, size_t errlen) {
+spmd_status spmd__dcp_save_check(const spmd_dcp_shard *shards, size_t nshards, const spmd_dcp_bytes *bytes,
+                                 size_t nbytes, char *err, size_t errlen) {
     spmd_status st = SPMD_OK;
-    if (!dir || (!shards && nshards) || (!bytes && nbytes)) st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_save: bad args");
+    if ((!shards && nshards) || (!bytes && nbytes)) st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_save: bad args");
     for (size_t i = 0; !st && i < nshards; i++) {
         const spmd_dcp_shard *s = &shards[i];
         int ok = s->fqn && s->dtype && spmd__dcp_dtype_size(s->dtype) && s->data && s->ndim >= 0 &&
@@ -351,9 +372,23 @@ spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *
     for (size_t i = 0; !st && i < nbytes; i++)
         if (!bytes[i].fqn || (!bytes[i].data && bytes[i].len))
             st = spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_save: bytes item %zu: no fqn or data", i);
+    return st;
+}
+
+spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *shards, size_t nshards,
+                          const spmd_dcp_bytes *bytes, size_t nbytes, char *err, size_t errlen) {
+    spmd_status st = dir ? spmd__dcp_save_check(shards, nshards, bytes, nbytes, err, errlen)
+                         : spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_save: no directory");
+    if (st) shards = NULL, nshards = 0, bytes = NULL, nbytes = 0;
+    return spmd__dcp_save_run(g, dir ? dir : "?", shards, nshards, bytes, nbytes, st, err, errlen);
+}
+
+spmd_status spmd__dcp_save_run(spmd_group *g, const char *dir, const spmd_dcp_shard *shards, size_t nshards,
+                               const spmd_dcp_bytes *bytes, size_t nbytes, spmd_status st, char *err,
+                               size_t errlen) {
     int rank = g ? spmd_group_rank(g) : 0, world = g ? spmd_group_size(g) : 1;
     if (rank == 0 && !st) st = prepare(dir, err, errlen);
-    if ((st = agree(g, st, dir ? dir : "?", err, errlen))) return st;
+    if ((st = agree(g, st, dir, err, errlen))) return st;
 
     spmd__pw mine = {0}, locs = {0};
     put_plan(&mine, shards, nshards, bytes, nbytes);
@@ -395,29 +430,5 @@ spmd_status spmd_dcp_save(spmd_group *g, const char *dir, const spmd_dcp_shard *
     free(all_locs);
     free(lens);
     free(loc_lens);
-    return st;
-}
-
-spmd_status spmd_dcp_load_bytes(const char *dir, const char *fqn, void **data, size_t *len, char *err,
-                                size_t errlen) {
-    if (!dir || !fqn || !data || !len) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_dcp_load_bytes: bad args");
-    spmd_dcp_metadata m;
-    spmd_status st = spmd_dcp_metadata_read(dir, &m, err, errlen);
-    if (st) return st;
-    const spmd_dcp_entry *e = spmd_dcp_metadata_find(&m, fqn);
-    const spmd_dcp_storage *s = NULL;
-    for (size_t i = 0; e && e->is_bytes && i < m.nstorage; i++)
-        if (!strcmp(m.storage[i].fqn, fqn)) s = &m.storage[i];
-    if (!s) {
-        spmd_dcp_metadata_free(&m);
-        return spmd__fail(err, errlen, SPMD_ERR_NOTFOUND, "%s: no bytes item %s", dir, fqn);
-    }
-    uint8_t *buf = NULL;
-    st = spmd__dcp_read_range(dir, s, &buf, err, errlen);
-    char what[4200];
-    snprintf(what, sizeof what, "%s/%s (%s)", dir, s->relative_path, fqn);
-    if (!st) st = spmd__torch_bytes_parse(buf, (size_t)s->length, what, data, len, err, errlen);
-    free(buf);
-    spmd_dcp_metadata_free(&m);
     return st;
 }

@@ -66,6 +66,8 @@ typedef struct {
     size_t max_values;         /* values created, all kinds */
     size_t max_memo;           /* highest memo index + 1 */
     size_t max_stack;          /* stack depth (marks included) */
+    int str_nul_ok;            /* strings may hold NUL (plain data, where no name is compared:
+                                * protocol 2 spells bytes as latin-1 text) */
 } spmd__pickle_limits;
 
 typedef struct spmd__pickle spmd__pickle; /* owns every value it made */
@@ -83,6 +85,13 @@ int spmd__pv_is_global(const spmd__pv *v, const char *module, const char *name);
 int spmd__pv_is_obj(const spmd__pv *v, const char *name); /* class name, any allowed module */
 /* The value stored under the string key in a DICT (NULL when absent). */
 const spmd__pv *spmd__pv_dict_get(const spmd__pv *d, const char *key);
+
+/* The allow-list of plain data: no global but the two protocol 2 spells
+ * bytes with (below). */
+extern const spmd__global spmd__plain_data_allow[];
+/* v is protocol 2's pickle of a bytes object: 1 and a malloc'd copy in
+ * out and len; 0: v is something else; -1: out of memory. */
+int spmd__pv_protocol2_bytes(const spmd__pv *v, char **out, size_t *len);
 
 /* ---- writer -------------------------------------------------------------- */
 typedef struct spmd__pw {

@@ -107,13 +107,13 @@ static spmd_status take(vm *m, int n, uint64_t *v) {
     return SPMD_OK;
 }
 
-static int utf8_ok(const uint8_t *s, size_t n) {
+static int utf8_ok(const uint8_t *s, size_t n, int nul_ok) {
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
         size_t k;
         uint32_t cp;
-        if (c == 0) return 0;
+        if (c == 0 && !nul_ok) return 0;
         if (c < 0x80) { i++; continue; }
         if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f;
         else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f;
@@ -136,7 +136,8 @@ static int utf8_ok(const uint8_t *s, size_t n) {
 static spmd_status push_text(vm *m, uint64_t n, int is_str) {
     if (n > m->len - m->pos) return bad(m, "string or bytes longer than the rest of the input%s", "");
     const uint8_t *s = m->b + m->pos;
-    if (is_str && !utf8_ok(s, (size_t)n)) return bad(m, "string is not UTF-8 without NUL%s", "");
+    if (is_str && !utf8_ok(s, (size_t)n, m->lim->str_nul_ok))
+        return bad(m, m->lim->str_nul_ok ? "string is not UTF-8%s" : "string is not UTF-8 without NUL%s", "");
     spmd__pv *v = mk(m, is_str ? SPMD__PV_STR : SPMD__PV_BYTES);
     if (!v) return mkfail(m);
     v->s = malloc((size_t)n + 1);
@@ -491,4 +492,39 @@ const spmd__pv *spmd__pv_dict_get(const spmd__pv *d, const char *key) {
     for (size_t i = 0; i + 1 < d->n; i += 2)
         if (d->items[i]->type == SPMD__PV_STR && !strcmp(d->items[i]->s, key)) return d->items[i + 1];
     return NULL;
+}
+
+/* Protocol 2 has no bytes opcode: Python pickles b"..." as
+ * _codecs.encode("<the bytes as latin-1 text>", "latin1"), and b"" as
+ * __builtin__.bytes().  Both are only recognised here, never called. */
+const spmd__global spmd__plain_data_allow[] = {
+    {"_codecs", "encode", SPMD__G_REDUCE}, {"__builtin__", "bytes", SPMD__G_REDUCE}, {NULL, NULL, 0}};
+
+int spmd__pv_protocol2_bytes(const spmd__pv *v, char **out, size_t *len) {
+    if (!v || v->type != SPMD__PV_OBJ || v->state || !v->args || v->args->type != SPMD__PV_TUPLE) return 0;
+    const spmd__pv *a = v->args;
+    if (!strcmp(v->g->module, "__builtin__") && !strcmp(v->g->name, "bytes") && a->n == 0) {
+        *len = 0;
+        return (*out = malloc(1)) ? 1 : -1;
+    }
+    if (strcmp(v->g->module, "_codecs") || strcmp(v->g->name, "encode") || a->n != 2 ||
+        a->items[0]->type != SPMD__PV_STR || a->items[1]->type != SPMD__PV_STR ||
+        (strcmp(a->items[1]->s, "latin1") && strcmp(a->items[1]->s, "latin-1")))
+        return 0;
+    const uint8_t *s = (const uint8_t *)a->items[0]->s;
+    size_t n = a->items[0]->len, k = 0;
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) return -1;
+    for (size_t i = 0; i < n; i++) { /* UTF-8 of code points < 256: one byte, or C2/C3 and one more */
+        if (s[i] < 0x80) b[k++] = s[i];
+        else if ((s[i] == 0xC2 || s[i] == 0xC3) && i + 1 < n && (s[i + 1] & 0xC0) == 0x80)
+            b[k++] = (uint8_t)((s[i] & 0x03) << 6 | (s[i + 1] & 0x3F)), i++;
+        else {
+            free(b);
+            return 0; /* a code point past 255: not bytes */
+        }
+    }
+    *out = (char *)b;
+    *len = k;
+    return 1;
 }

@@ -142,7 +142,7 @@ spmd_status spmd__torch_tensor_parse(const uint8_t *z, size_t n, const char *wha
     uint64_t pklen;
     spmd_status st = spmd__zip_find(z, n, "data.pkl", &pk, &pklen, what, err, errlen);
     if (st) return st;
-    spmd__pickle_limits lim = {tensor_allow, 1, 4096, 4096, 256};
+    spmd__pickle_limits lim = {tensor_allow, 1, 4096, 4096, 256, 0};
     spmd__pickle *p = NULL;
     spmd__pv *root = NULL;
     if ((st = spmd__pickle_load(pk, (size_t)pklen, &lim, what, &p, &root, err, errlen))) return st;
@@ -208,18 +208,24 @@ spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what
     uint64_t pklen;
     spmd_status st = spmd__zip_find(z, n, "data.pkl", &pk, &pklen, what, err, errlen);
     if (st) return st;
-    static const spmd__global none[] = {{NULL, NULL, 0}};
-    spmd__pickle_limits lim = {none, 0, 16, 16, 16};
+    spmd__pickle_limits lim = {spmd__plain_data_allow, 0, 16, 16, 16, 1};
     spmd__pickle *p = NULL;
     spmd__pv *root = NULL;
     if ((st = spmd__pickle_load(pk, (size_t)pklen, &lim, what, &p, &root, err, errlen))) return st;
-    if (root->type != SPMD__PV_BYTES && root->type != SPMD__PV_STR) {
+    char *b = NULL;
+    int r = spmd__pv_protocol2_bytes(root, &b, len); /* torch.save's own bytes */
+    *data = b;
+    if (r == 0 && root->type != SPMD__PV_BYTES && root->type != SPMD__PV_STR) {
         spmd__pickle_free(p);
         return zbad(what, "the saved object is not bytes or str", err, errlen);
     }
-    *data = malloc(root->len ? root->len : 1);
-    if (*data) memcpy(*data, root->s, root->len);
-    *len = root->len;
+    if (r == 0) {
+        *data = malloc(root->len ? root->len : 1);
+        if (*data) memcpy(*data, root->s, root->len);
+        *len = root->len;
+    } else if (r < 0) {
+        *data = NULL;
+    }
     spmd__pickle_free(p);
     return *data ? SPMD_OK : spmd__fail(err, errlen, SPMD_ERR_NOMEM, "%s: out of memory", what);
 }

@@ -41,6 +41,7 @@ struct spmd_prefetch {
     int failed, stopping;
     spmd_status status;
     char err[512];
+    void *own;                /* the fill's context when the iterator made it (freed at stop) */
 };
 
 static void *loader(void *arg) {
@@ -178,5 +179,36 @@ void spmd_prefetch_stop(spmd_prefetch *p) {
     }
     for (int i = 0; p->slots && i < p->nslots; i++) free(p->slots[i].x), free(p->slots[i].y);
     free(p->slots);
+    free(p->own);
     free(p);
+}
+
+/* ---- over an image dataset ------------------------------------------------ */
+typedef struct {
+    const spmd_dataset *ds;
+    float mean, std;
+} normalised_images;
+
+static spmd_status fill_images(void *ctx, const size_t *idx, size_t count, uint64_t batch_no, float *x, int *y,
+                               char *err, size_t errlen) {
+    const normalised_images *c = ctx;
+    (void)batch_no;
+    spmd_status st = spmd_dataset_batch(c->ds, idx, count, c->mean, c->std, x, y);
+    if (st) snprintf(err, errlen, "an example index is beyond the dataset's %zu examples", c->ds->n);
+    return st;
+}
+
+spmd_status spmd_prefetch_dataset(const spmd_dataset *ds, float mean, float std, const size_t *indices, size_t n,
+                                  size_t batch_size, int depth, spmd_prefetch **out, char *err, size_t errlen) {
+    if (!ds || ds->rows < 1 || ds->cols < 1 || !(std > 0))
+        return spmd__fail(err, errlen, SPMD_ERR_INVALID, "prefetch: needs a loaded dataset and std > 0");
+    normalised_images *c = malloc(sizeof *c);
+    if (!c) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "prefetch: out of memory");
+    *c = (normalised_images){ds, mean, std};
+    spmd_prefetch_opts o = {indices, n, batch_size, 0, 0, (size_t)ds->rows * (size_t)ds->cols, depth,
+                            fill_images, c};
+    spmd_status st = spmd_prefetch_start(&o, out, err, errlen);
+    if (st) free(c);
+    else (*out)->own = c;   /* the loader reads c through o.ctx only */
+    return st;
 }

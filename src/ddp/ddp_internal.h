@@ -1,6 +1,6 @@
 /* src/ddp/ddp_internal.h — the inside of the reducer, shared by its files:
  *
- *   ddp.c       registration, finalize (verify + broadcast), the step
+ *   reducer.c   registration, finalize (verify + broadcast), the step
  *               (prepare, grad_ready, finish), join, the bucket rebuild
  *   buckets.c   cutting parameters into buckets, in place when contiguous
  *   wire.c      strategy 1: a bucket by all_reduce (comm hook, compression)
@@ -14,8 +14,10 @@
 #ifndef SPMD_DDP_INTERNAL_H
 #define SPMD_DDP_INTERNAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "common/fnv.h"
 #include "group/group_internal.h"
 #include "spmd/ddp.h"
 
@@ -92,11 +94,29 @@ struct spmd_ddp {
     char err[512];
 };
 
-/* ---- ddp.c ---- */
+/* ---- helpers every file uses (so that none of them calls up into reducer.c) ---- */
 /* Record the reducer's message; returns st. */
-spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);
-float *spmd__ddp_bucket_data(bucket *b);
-uint64_t spmd__ddp_name_hash(const char *s); /* FNV-1a */
+static inline SPMD__PRINTF(3, 4) spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    spmd__vfail(d->err, sizeof d->err, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+static inline float *spmd__ddp_bucket_data(bucket *b) { return b->view ? b->view : b->flat; }
+static inline uint64_t spmd__ddp_name_hash(const char *s) { return spmd__fnv1a64_str(SPMD__FNV64_OFFSET, s); }
+/* Rank r's slice [lo, hi) of bucket b, and where it starts in the shared
+ * memory (off).  Cut at 64-byte boundaries. */
+static inline void spmd__ddp_slice_of(const spmd_ddp *d, const bucket *b, int r, size_t *lo, size_t *hi, size_t *off) {
+    size_t w = (size_t)spmd_group_size(d->g);
+    size_t per = ((b->count + w - 1) / w + 15) & ~(size_t)15;
+    *lo = per * (size_t)r;
+    *hi = *lo + per;
+    if (*lo > b->count) *lo = b->count;
+    if (*hi > b->count) *hi = b->count;
+    *off = (size_t)(b->view - (float *)spmd__arena_data(d->shm)) + *lo;
+}
+
 
 /* ---- buckets.c ---- */
 /* Cut `order` (parameter indices in expected ready order) into buckets. */
@@ -112,7 +132,6 @@ spmd_status spmd__ddp_wire_complete(spmd_ddp *d, bucket *b, int discard);
 /* Collective (finalize): map the other ranks' gradient memory if possible. */
 spmd_status spmd__ddp_share(spmd_ddp *d);
 int spmd__ddp_shared_bucket(const spmd_ddp *d, const bucket *b);
-void spmd__ddp_slice_of(const spmd_ddp *d, const bucket *b, int r, size_t *lo, size_t *hi, size_t *off);
 void spmd__ddp_shared_launch(spmd_ddp *d, bucket *b);
 /* Reduce every launched shared bucket that is ready everywhere; never waits. */
 void spmd__ddp_shared_progress(spmd_ddp *d);

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/reduce.h"
-#include "common/fnv.h"
 #include "ddp_internal.h"
 
 spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
@@ -36,18 +35,6 @@ spmd_status spmd_ddp_alloc_grads(spmd_ddp *d, size_t count, float **grads) {
  * sharing, layout, hooks and compression are agreed or must be. */
 int spmd__ddp_shared_bucket(const spmd_ddp *d, const bucket *b) {
     return d->shared && b->view && !d->hook && d->o.compression == SPMD_DDP_COMPRESS_NONE;
-}
-
-/* Rank r's slice [lo, hi) of bucket b, and where it starts in the shared
- * memory (off).  Cut at 64-byte boundaries. */
-void spmd__ddp_slice_of(const spmd_ddp *d, const bucket *b, int r, size_t *lo, size_t *hi, size_t *off) {
-    size_t w = (size_t)spmd_group_size(d->g);
-    size_t per = ((b->count + w - 1) / w + 15) & ~(size_t)15;
-    *lo = per * (size_t)r;
-    *hi = *lo + per;
-    if (*lo > b->count) *lo = b->count;
-    if (*hi > b->count) *hi = b->count;
-    *off = (size_t)(b->view - (float *)spmd__arena_data(d->shm)) + *lo;
 }
 
 /* Sum my slice of bucket b over every rank's memory, average it, write it to

@@ -37,16 +37,6 @@ struct spmd__exec {
     spmd__coll_ctx ctx;
 };
 
-void spmd__coll_args_free(spmd__coll_args *a) {
-    free(a->recvbufs);
-    free(a->sendcounts);
-    free(a->sdispls);
-    free(a->recvcounts);
-    free(a->rdispls);
-    a->recvbufs = NULL;
-    a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
-}
-
 /* Run one collective on the calling thread.  errbuf receives the detail.
  * `waited`: the caller blocks on it (inline or helping) rather than computing
  * meanwhile.  Only then may large messages go by cross-memory attach, which
@@ -248,6 +238,7 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
     a->seq = atomic_fetch_add_explicit(&e->issued, 1, memory_order_relaxed) + 1;
     spmd__rec_coll_issue(g->rec, a, 0);
     w->args = *a;
+    w->help = spmd__exec_help;
     memset(a, 0, sizeof *a);
     if (!e->thread_started && !g->t.caller_thread_only) {
         int rc = pthread_create(&e->thread, NULL, exec_main, g);

@@ -93,6 +93,10 @@ struct spmd_work {
     uint64_t rec_ticket;      /* p2p: its entry in the flight recorder */
     /* collective fields (executor.c) */
     spmd__coll_args args;
+    /* Run the collective on the waiting thread if it is next in line: the
+     * executor's spmd__exec_help, set when it queues the work (a waiter
+     * helps the executor without work.c calling up into it). */
+    void (*help)(spmd_work *w);
 };
 
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
@@ -139,7 +143,7 @@ void spmd__exec_stop(spmd_group *g);
 /* Run (w == NULL: blocking) or submit (async, *w receives the handle) a
  * collective.  Takes ownership of the malloc()ed arrays inside *a. */
 spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work **w);
-void spmd__coll_args_free(spmd__coll_args *a);
+void spmd__coll_args_free(spmd__coll_args *a);   /* work.c: what a collective's work holds */
 /* Run w on the calling thread if it is next and the executor is idle. */
 void spmd__exec_help(spmd_work *w);
 

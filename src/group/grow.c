@@ -95,6 +95,31 @@ spmd_status spmd_group_grow(spmd_group *g, int njoin, spmd_group **out, char *er
     return SPMD_OK;
 }
 
+spmd_status spmd_group_joiners_waiting(spmd_group *g, int *n, char *err, size_t errlen) {
+    if (!g || !n) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_joiners_waiting: NULL argument");
+    if (!g->store_root) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_joiners_waiting: no store");
+    char base[sizeof g->store_prefix];
+    spmd__group_base_prefix(g, base, sizeof base);
+    spmd_store *lineage = NULL;
+    spmd_status st = spmd_store_prefixed(g->store_root, base, &lineage);
+    if (st) return spmd__fail(err, errlen, st, "out of memory");
+    spmd_store_set_timeout(lineage, g->timeout_ms);
+    int64_t count = 0;
+    long admitted = 0;
+    void *v = NULL;
+    size_t vl = 0;
+    if ((st = spmd_store_add(lineage, "join/count", 0, &count)) == SPMD_OK) {   /* adding 0 reads it */
+        st = spmd_store_try_get(lineage, "join/admitted", &v, &vl);
+        if (st == SPMD_OK) admitted = strtol((const char *)v, NULL, 10);
+        if (st == SPMD_ERR_NOTFOUND) st = SPMD_OK;
+        free(v);
+    }
+    if (st) spmd__fail(err, errlen, st, "the store is unreachable: %s", spmd_store_errmsg(lineage));
+    else *n = count > admitted ? (int)(count - admitted) : 0;
+    spmd_store_close(lineage);
+    return st;
+}
+
 spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char *err, size_t errlen) {
     static const spmd_group_opts dflt = SPMD_GROUP_OPTS_DEFAULT;
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "spmd_group_join: out is NULL");

@@ -1,5 +1,5 @@
 /* p2p.c — the public point-to-point calls: validate, fill a work handle,
- * post it to the transport's p2p engine (transport/p2p_engine.c).  Blocking
+ * post it to the transport's p2p engine (transport/p2p_engine.c and its parts, p2p_internal.h).  Blocking
  * calls post a handle on their own stack (no allocation) and wait for it with
  * the group's deadline. */
 #include <stdio.h>

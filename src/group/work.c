@@ -20,6 +20,16 @@
 #include "group_internal.h"
 #include "transport/path.h"
 
+void spmd__coll_args_free(spmd__coll_args *a) {
+    free(a->recvbufs);
+    free(a->sendcounts);
+    free(a->sdispls);
+    free(a->recvcounts);
+    free(a->rdispls);
+    a->recvbufs = NULL;
+    a->sendcounts = a->sdispls = a->recvcounts = a->rdispls = NULL;
+}
+
 enum { W_DONE = 1, W_SLEEPING = 2, W_FREE = 4 };
 
 static int is_done(spmd_work *w) { return atomic_load_explicit(&w->state, memory_order_acquire) & W_DONE; }
@@ -101,7 +111,7 @@ spmd_status spmd_work_test(spmd_work *w) {
     if (!w) return SPMD_ERR_INVALID;
     if (!is_done(w)) {
         if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
-        else if (w->g->t.caller_thread_only) spmd__exec_help(w); /* nobody else runs it */
+        else if (w->g->t.caller_thread_only) w->help(w); /* nobody else runs it */
         if (!is_done(w)) return SPMD_ERR_AGAIN;
     }
     return w->status; /* final once DONE is seen (acquire) */
@@ -177,7 +187,7 @@ spmd_status spmd_work_wait(spmd_work *w, int timeout_ms) {
     if (!w) return SPMD_ERR_INVALID;
     if (timeout_ms < 0) timeout_ms = w->g ? w->g->timeout_ms : SPMD_DEFAULT_TIMEOUT_MS;
     if (w->kind == SPMD__W_COLL) {
-        if (!is_done(w)) spmd__exec_help(w);
+        if (!is_done(w)) w->help(w);
         uint64_t spin_until = spmd__now_ns() + 20000;
         while (!is_done(w) && spmd__now_ns() < spin_until) sched_yield();
     } else if (!is_done(w) || w->req.spin_begun) {
@@ -210,7 +220,7 @@ void spmd__work_release(spmd_work *w) {
     if (w->kind != SPMD__W_COLL && !is_done(w)) spmd__p2p_cancel(&w->g->t, &w->req);
     /* a collective nobody waited for: with no executor thread (MPI below
      * MPI_THREAD_MULTIPLE) only this thread can run it */
-    if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) spmd__exec_help(w);
+    if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) w->help(w);
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);

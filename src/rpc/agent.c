@@ -1,211 +1,9 @@
-/* agent.c — the RPC agent: init, the dispatcher thread, calls. */
+/* agent.c — the RPC agent: init (threads, names, the hooks that the lower
+ * files call up through) and the calls of the public API. */
 #define _GNU_SOURCE /* pthread_setname_np */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "rpc_internal.h"
-
-spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    spmd__vfail_locked(&r->mu, r->errmsg, sizeof r->errmsg, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-/* The first cause wins; broken_msg never changes once broken is set, so
- * readers that saw broken == 1 may read it without the lock. */
-void spmd__rpc_set_broken(spmd_rpc *r, const char *why) {
-    pthread_mutex_lock(&r->mu);
-    if (!atomic_load(&r->broken)) {
-        snprintf(r->broken_msg, sizeof r->broken_msg, "%s", why);
-        atomic_store(&r->broken, 1);
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-int spmd__rpc_enter(spmd_rpc *r) {
-    atomic_fetch_add(&r->users, 1);
-    if (!atomic_load(&r->broken)) return 1;
-    atomic_fetch_sub(&r->users, 1);
-    return 0;
-}
-
-void spmd__rpc_leave(spmd_rpc *r) { atomic_fetch_sub(&r->users, 1); }
-
-void spmd__rpc_ref(spmd_rpc *r) { atomic_fetch_add(&r->refs, 1); }
-
-static atomic_int live_agents;   /* the last one to go empties the buffer cache */
-
-void spmd__rpc_unref(spmd_rpc *r) {
-    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
-    if (atomic_fetch_sub(&live_agents, 1) == 1) {
-        spmd__rpc_data_trim();
-        spmd__rpc_msg_trim();
-    }
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->fmu);
-    pthread_mutex_destroy(&r->qmu);
-    pthread_cond_destroy(&r->qcv);
-    pthread_mutex_destroy(&r->rxmu);
-    pthread_cond_destroy(&r->dcv);
-    free(r->rx);
-    pthread_cond_destroy(&r->wcv);
-    pthread_cond_destroy(&r->scv);
-    free(r->names);
-    free(r);
-}
-
-const char *spmd_rpc_errmsg(const spmd_rpc *r) { return r ? r->errmsg : "no rpc agent"; }
-int spmd_rpc_rank(const spmd_rpc *r) { return r ? r->rank : -1; }
-int spmd_rpc_world_size(const spmd_rpc *r) { return r ? r->world : 0; }
-spmd_group *spmd_rpc_group(spmd_rpc *r) { return r ? r->g : NULL; }
-
-spmd_status spmd_rpc_worker_by_name(spmd_rpc *r, const char *name, spmd_rpc_worker_info *out) {
-    if (!r || !name || !out) return SPMD_ERR_INVALID;
-    for (int i = 0; i < r->world; i++)
-        if (strcmp(r->names[i], name) == 0) return spmd_rpc_worker_by_rank(r, i, out);
-    return spmd__rpc_error(r, SPMD_ERR_NOTFOUND, "rpc: no worker named '%s'", name);
-}
-
-spmd_status spmd_rpc_worker_by_rank(spmd_rpc *r, int rank, spmd_rpc_worker_info *out) {
-    if (!r || !out) return SPMD_ERR_INVALID;
-    if (rank < 0 || rank >= r->world)
-        return spmd__rpc_error(r, SPMD_ERR_INVALID, "rpc: rank %d out of range (world %d)", rank, r->world);
-    snprintf(out->name, sizeof out->name, "%s", r->names[rank]);
-    out->rank = rank;
-    return SPMD_OK;
-}
-
-/* ---- the dispatcher -------------------------------------------------------- */
-/* A request that cannot be served: answer it with an error at once. */
-static void reject(spmd_rpc *r, int src, const rpc_frame *f, spmd_status st, const char *why) {
-    SPMD_LOGW("rpc: rank %d: bad request from rank %d: %s", r->rank, src, why);
-    if (f->h.magic != RPC_MAGIC || f->h.kind == RPC_K_RESP || f->h.kind >= RPC_K_SD_READY) return;
-    atomic_fetch_add(&r->recv_req, 1);
-    spmd_rpc_call *c = spmd__rpc_call_new(r, src, RPC_K_CALL, f->h.id, f->h.name);
-    if (!c) return;
-    snprintf(c->err, sizeof c->err, "%s", why);
-    atomic_fetch_add(&r->active, 1);
-    spmd__rpc_reply(c, st);
-}
-
-static void on_response(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m) {
-    spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
-    if (!fut) {
-        /* A late answer to a call that timed out. */
-        SPMD_LOGI("rpc: rank %d: answer %llu from rank %d matches no pending call", r->rank,
-                  (unsigned long long)f->h.id, src);
-        spmd_rpc_msg_free(m);
-        return;
-    }
-    if (f->h.status != SPMD_OK) {
-        size_t len = 0;
-        const char *txt = m ? spmd_rpc_msg_payload(m, &len) : NULL;
-        char err[SPMD__ERRLEN];
-        snprintf(err, sizeof err, "%.*s", (int)(txt ? strnlen(txt, len) : 0), txt ? txt : "");
-        spmd_status st = f->h.status < 0 && f->h.status > -100 ? (spmd_status)f->h.status : SPMD_ERR_REMOTE;
-        spmd__rpc_future_complete(fut, st, NULL, err);
-        spmd_rpc_msg_free(m);
-    } else {
-        spmd__rpc_future_complete(fut, SPMD_OK, m, NULL);
-    }
-    spmd_rpc_future_free(fut);
-}
-
-static void on_request(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m) {
-    atomic_fetch_add(&r->recv_req, 1);
-    int kind = f->h.kind;
-    spmd_rpc_call *c = spmd__rpc_call_new(r, src, kind, f->h.id, f->h.name);
-    if (!c) {
-        spmd_rpc_msg_free(m);
-        return;
-    }
-    c->args = m;
-    c->rref_id = f->h.rref_id;
-    c->fork_id = f->h.fork_id;
-    atomic_fetch_add(&r->active, 1);
-    if (spmd__rpc_serve_inline(c)) return;
-    if (kind == RPC_K_REMOTE) {
-        /* Registered before anything later from any worker can ask for it. */
-        c->entry = spmd__rpc_entry_create(r, c->rref_id, c->fork_id);
-        if (!c->entry) {
-            spmd__rpc_reply(c, SPMD_ERR_NOMEM);
-            return;
-        }
-    }
-    if (kind == RPC_K_CALL && spmd__rpc_handler_is_inline(r, c->name)) spmd__rpc_execute(c);
-    else spmd__rpc_enqueue(r, c);
-}
-
-static void on_shutdown_frame(spmd_rpc *r, int src, const rpc_frame *f) {
-    switch (f->h.kind) {
-    case RPC_K_SD_READY:
-        pthread_mutex_lock(&r->mu);
-        r->sd_ready++;
-        pthread_cond_broadcast(&r->scv);
-        pthread_mutex_unlock(&r->mu);
-        break;
-    case RPC_K_SD_QUERY: {
-        uint64_t aux[4] = {f->h.aux[0], (uint64_t)atomic_load(&r->active), atomic_load(&r->sent_req),
-                           atomic_load(&r->recv_req)};
-        spmd__rpc_send_small(r, src, RPC_K_SD_STATE, aux);
-        break;
-    }
-    case RPC_K_SD_STATE:
-        pthread_mutex_lock(&r->mu);
-        if (f->h.aux[0] == r->sd_round) {
-            r->sd_states++;
-            for (int i = 0; i < 3; i++) r->sd_sum[i] += f->h.aux[i + 1];
-            pthread_cond_broadcast(&r->scv);
-        }
-        pthread_mutex_unlock(&r->mu);
-        break;
-    case RPC_K_SD_FIN: {
-        pthread_mutex_lock(&r->mu);
-        if (r->rank == 0) r->sd_fin_acks++;
-        else r->sd_fin = 1;
-        int over = r->rank == 0 ? r->sd_fin_acks == r->world - 1 : 1;
-        pthread_cond_broadcast(&r->scv);
-        pthread_mutex_unlock(&r->mu);
-        if (r->rank != 0) spmd__rpc_send_small(r, 0, RPC_K_SD_FIN, NULL);
-        if (over) spmd__rpc_rx_stop(r);   /* the exchange is over: the dispatcher leaves */
-        break;
-    }
-    }
-}
-
-void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f, size_t room) {
-    if (f->h.magic != RPC_MAGIC || f->h.version != RPC_VERSION || f->h.kind == 0 || f->h.kind >= RPC_K_LAST) {
-        reject(r, src, f, SPMD_ERR_PROTOCOL, "not an rpc frame (bad magic, version or kind)");
-        return;
-    }
-    if (f->h.kind >= RPC_K_SD_READY) {
-        on_shutdown_frame(r, src, f);
-        return;
-    }
-    spmd_rpc_msg *m = NULL;
-    char err[SPMD__ERRLEN];
-    spmd_status st = spmd__rpc_recv_body(r, src, f, room, &m, err, sizeof err);
-    if (st != SPMD_OK) {
-        char why[SPMD__ERRLEN + 32];
-        snprintf(why, sizeof why, "malformed frame: %s", err);
-        if (f->h.kind == RPC_K_RESP) {
-            spmd_rpc_future *fut = spmd__rpc_pending_take(r, f->h.id);
-            SPMD_LOGW("rpc: rank %d: %s", r->rank, why);
-            if (fut) {
-                spmd__rpc_future_complete(fut, SPMD_ERR_PROTOCOL, NULL, why);
-                spmd_rpc_future_free(fut);
-            }
-        } else {
-            reject(r, src, f, SPMD_ERR_PROTOCOL, why);
-        }
-        return;
-    }
-    if (f->h.kind == RPC_K_RESP) on_response(r, src, f, m);
-    else on_request(r, src, f, m);
-}
 
 /* ---- init ------------------------------------------------------------------ */
 static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_opts *o,
@@ -234,6 +32,9 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
     r->rank = rank;
     r->world = world;
     r->names = names;
+    r->on_frame = spmd__rpc_on_frame;
+    r->release_user = spmd__rpc_release_desc;
+    r->add_user = spmd__rpc_fork_add_remote;
     long env_threads = 0;
     int threads = o->threads > 0 ? o->threads
                   : spmd__env_int("SPMD_RPC_THREADS", 1, 1024, &env_threads) == SPMD_OK ? (int)env_threads : 4;
@@ -279,7 +80,7 @@ static spmd_status start(spmd_group *g, spmd_group *env_group, const spmd_rpc_op
         goto fail;
     }
     if (world > 1 && (st = spmd__rpc_rx_start(r, err, errlen)) != SPMD_OK) goto fail;
-    atomic_fetch_add(&live_agents, 1);   /* from here on the agent goes by spmd__rpc_unref */
+    spmd__rpc_agent_live();   /* from here on the agent goes by spmd__rpc_unref */
     if (pthread_create(&r->watchdog, NULL, spmd__rpc_watchdog, r) == 0) r->have_watchdog = 1;
     if (world > 1 && pthread_create(&r->dispatcher, NULL, spmd__rpc_dispatcher_main, r) == 0) r->have_dispatcher = 1;
     if (r->have_watchdog) pthread_setname_np(r->watchdog, "rpc-watchdog"); /* top -H, perf, gdb */

@@ -70,7 +70,7 @@ void spmd__rpc_on_message(spmd_rpc *r, int src, const rpc_frame *f) {
         SPMD_LOGW("rpc: rank %d: dropped a message from rank %d: it claims %u frames", r->rank, src, nsub);
         return;
     }
-    spmd__rpc_on_frame(r, src, f, RPC_INLINE_BYTES);
+    r->on_frame(r, src, f, RPC_INLINE_BYTES);
     size_t off = 0;
     for (uint32_t k = 1; k < nsub; k++) {
         off += sub_size(((const rpc_frame *)(const void *)((const unsigned char *)f + off))->h.inline_len);
@@ -80,6 +80,6 @@ void spmd__rpc_on_message(spmd_rpc *r, int src, const rpc_frame *f) {
                       off + sizeof g->h > RPC_FRAME_BYTES ? "beyond its end" : "a batched frame has a body");
             return;
         }
-        spmd__rpc_on_frame(r, src, g, RPC_FRAME_BYTES - off - sizeof g->h);
+        r->on_frame(r, src, g, RPC_FRAME_BYTES - off - sizeof g->h);
     }
 }

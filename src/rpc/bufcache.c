@@ -4,7 +4,7 @@
  * costs a thousand page faults and the kernel's zeroing of it, about as much
  * as the copy the transport then makes into it.  Sizes are rounded up to
  * 64 KiB so that the freeing side finds the capacity from the tensor's size
- * alone. */
+ * alone.  Message structures themselves are kept for reuse too (below). */
 #include <pthread.h>
 #include <stdlib.h>
 #include "rpc_internal.h"
@@ -70,4 +70,34 @@ void spmd__rpc_data_trim(void) {
     nslots = 0;
     held = 0;
     pthread_mutex_unlock(&cache_mu);
+}
+
+/* A message is 6 KiB of tables, allocated and freed on every call, often on
+ * different threads: freed ones are kept for reuse (malloc's arenas would
+ * grow and trim around them on every call).  Their tables are read only up
+ * to their counts, so nothing needs zeroing either. */
+#define SPARE_MAX 64
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static spmd_rpc_msg *spare[SPARE_MAX];
+static int nspare;
+
+void spmd__rpc_msg_trim(void) {
+    pthread_mutex_lock(&spare_mu);
+    while (nspare) free(spare[--nspare]);
+    pthread_mutex_unlock(&spare_mu);
+}
+
+spmd_rpc_msg *spmd__rpc_msg_alloc(void) {
+    spmd_rpc_msg *m = NULL;
+    pthread_mutex_lock(&spare_mu);
+    if (nspare) m = spare[--nspare];
+    pthread_mutex_unlock(&spare_mu);
+    return m ? m : malloc(sizeof *m);
+}
+
+void spmd__rpc_msg_dealloc(spmd_rpc_msg *m) {
+    pthread_mutex_lock(&spare_mu);
+    if (nspare < SPARE_MAX) spare[nspare++] = m, m = NULL;
+    pthread_mutex_unlock(&spare_mu);
+    free(m);
 }

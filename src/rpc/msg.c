@@ -1,30 +1,10 @@
 /* msg.c — the message container: typed tensors, a byte payload, RRefs. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rpc_internal.h"
 
-/* A message is 6 KiB of tables, allocated and freed on every call, often on
- * different threads: freed ones are kept for reuse (malloc's arenas would
- * grow and trim around them on every call).  Their tables are read only up
- * to their counts, so nothing needs zeroing either. */
-#define SPARE_MAX 64
-static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static spmd_rpc_msg *spare[SPARE_MAX];
-static int nspare;
-
-void spmd__rpc_msg_trim(void) {
-    pthread_mutex_lock(&spare_mu);
-    while (nspare) free(spare[--nspare]);
-    pthread_mutex_unlock(&spare_mu);
-}
-
 spmd_rpc_msg *spmd_rpc_msg_new(void) {
-    spmd_rpc_msg *m = NULL;
-    pthread_mutex_lock(&spare_mu);
-    if (nspare) m = spare[--nspare];
-    pthread_mutex_unlock(&spare_mu);
-    if (!m) m = malloc(sizeof *m);
+    spmd_rpc_msg *m = spmd__rpc_msg_alloc();
     if (!m) return NULL;
     m->n = 0;
     m->payload = NULL;
@@ -40,13 +20,10 @@ void spmd_rpc_msg_free(spmd_rpc_msg *m) {
         if (m->owned[i]) spmd__rpc_data_free(m->t[i].data, spmd__rpc_tensor_bytes(&m->t[i]));
     for (int i = 0; i < m->nrrefs; i++)
         if (!m->rr[i].taken && m->agent)
-            spmd__rpc_release_desc(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
+            m->agent->release_user(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
     if (m->agent) spmd__rpc_unref(m->agent);
     free(m->payload);
-    pthread_mutex_lock(&spare_mu);
-    if (nspare < SPARE_MAX) spare[nspare++] = m, m = NULL;
-    pthread_mutex_unlock(&spare_mu);
-    free(m);
+    spmd__rpc_msg_dealloc(m);
 }
 
 void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m) {
@@ -54,7 +31,7 @@ void spmd__rpc_msg_release_rrefs(spmd_rpc_msg *m) {
     for (int i = 0; i < m->nrrefs; i++)
         if (!m->rr[i].taken) {
             m->rr[i].taken = 1;
-            spmd__rpc_release_desc(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
+            m->agent->release_user(m->agent, m->rr[i].owner, m->rr[i].rref_id, m->rr[i].fork_id);
         }
 }
 
@@ -168,7 +145,7 @@ spmd_status spmd__rpc_msg_copy(spmd_rpc *r, const spmd_rpc_msg *m, int handover,
         }
         uint64_t fork = atomic_fetch_add(&r->next_fork, 1);
         char err[SPMD__ERRLEN];
-        st = spmd__rpc_fork_add_remote(r, m->rr[i].owner, m->rr[i].rref_id, fork, err, sizeof err);
+        st = r->add_user(r, m->rr[i].owner, m->rr[i].rref_id, fork, err, sizeof err);
         if (st == SPMD_OK) st = spmd__rpc_msg_add_desc(c, r, m->rr[i].owner, m->rr[i].rref_id, fork);
     }
     if (st != SPMD_OK) {

@@ -10,7 +10,29 @@
  * Receiving (rx.c): one receive of the frame tag is posted at a time; the
  * thread holding the "receive role" drives the transport and processes what
  * arrives: the dispatcher thread, or a caller waiting for its reply (which
- * then needs no hand-off from another thread). */
+ * then needs no hand-off from another thread).
+ *
+ * The files, from the top down (each calls only files below it):
+ *   agent.c      init, the public calls            shutdown.c  shutdown
+ *   dispatch.c   what a received frame means
+ *   rref.c       RRef handles, registering and releasing their users
+ *   request.c    sending a request, waiting for its future
+ *   pool.c       the handler threads, answers
+ *   wire.c       a message as a frame and its body
+ *   rx.c, p2p.c, batch.c   the receive role (below)
+ *   future.c     futures, the pending table, the watchdog
+ *   rref_owner.c the owner's table of values and users
+ *   msg.c        messages              handlers.c  registered handlers
+ *   state.c      error text, broken flag, references, accessors
+ *   bufcache.c   reused tensor memory and message structures
+ * Two things call upward, through hooks the agent sets at init: the receive
+ * role hands each frame to dispatch.c (on_frame), and freeing or copying a
+ * message that holds RRefs releases or registers users (release_user,
+ * add_user, rref.c).  One mutual call remains, and it is the design: the
+ * receive role.  A thread that polls for its own message (p2p.c's spin)
+ * processes the frames that arrive meanwhile (rx.c), answering them sends
+ * (batch.c, p2p.c), and a send polls again — rx.c, p2p.c and batch.c call
+ * each other. */
 #ifndef SPMD_RPC_INTERNAL_H
 #define SPMD_RPC_INTERNAL_H
 
@@ -193,6 +215,11 @@ struct spmd_rpc {
     atomic_int rx_stop;          /* the dispatcher must stop: shutdown's FIN exchange is over, or the group failed */
     int disp_sleeping;
 
+    /* calls up from the lower files (see the top of this file), set at init */
+    void (*on_frame)(spmd_rpc *r, int src, const rpc_frame *f, size_t room);
+    void (*release_user)(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id);
+    spmd_status (*add_user)(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id, char *err, size_t errlen);
+
     pthread_t dispatcher, watchdog;
     int have_dispatcher, have_watchdog;
     pthread_cond_t wcv;     /* with fmu: wakes the watchdog to stop */
@@ -226,7 +253,6 @@ static inline void spmd__rpc_relax(void) {
 
 /* msg.c */
 size_t spmd__rpc_tensor_bytes(const spmd_rpc_tensor *t);
-void spmd__rpc_msg_trim(void);   /* free the spare messages */
 spmd_status spmd__rpc_msg_add_desc(spmd_rpc_msg *m, spmd_rpc *r, int owner, uint64_t rref_id,
                                    uint64_t fork_id);
 void spmd__rpc_msg_handover(const spmd_rpc_msg *m);
@@ -235,6 +261,10 @@ spmd_status spmd__rpc_msg_copy(spmd_rpc *r, const spmd_rpc_msg *m, int handover,
 void *spmd__rpc_data_alloc(size_t bytes);
 void spmd__rpc_data_free(void *p, size_t bytes);
 void spmd__rpc_data_trim(void);   /* free what the cache holds */
+/* bufcache.c: message structures, kept for reuse */
+spmd_rpc_msg *spmd__rpc_msg_alloc(void);   /* uninitialised */
+void spmd__rpc_msg_dealloc(spmd_rpc_msg *m);
+void spmd__rpc_msg_trim(void);   /* free the spare messages */
 /* p2p.c: one message to or from a peer of the agent's group, waited for
  * (spinning first, then asleep; the group's timeout cancels it) */
 spmd_status spmd__rpc_p2p(spmd_rpc *r, int send, void *buf, size_t n, int peer, int tag, char *err,
@@ -271,7 +301,7 @@ int spmd__rpc_drive_while_waiting(spmd_rpc *r, int (*stop)(void *), void *ctx, u
  * receives until stop(ctx) (1) or a spin budget without traffic (2); 0 when
  * it did not get the role. */
 int spmd__rpc_pool_receive(spmd_rpc *r, int (*stop)(void *), void *ctx);
-/* agent.c: one received frame (its body is still to be received) */
+/* dispatch.c: one received frame (its body is still to be received) */
 void spmd__rpc_on_frame(spmd_rpc *r, int src, const rpc_frame *f, size_t room);
 /* wire.c */
 /* batch: the message may wait in this thread's batch (batch.c) when it
@@ -300,8 +330,9 @@ void spmd__rpc_future_complete(spmd_rpc_future *f, spmd_status st, spmd_rpc_msg 
 void spmd__rpc_pending_add(spmd_rpc *r, spmd_rpc_future *f);
 spmd_rpc_future *spmd__rpc_pending_take(spmd_rpc *r, uint64_t id);
 void spmd__rpc_fail_all(spmd_rpc *r, spmd_status st, const char *msg);
+void spmd__rpc_future_expire(spmd_rpc *r, spmd_rpc_future *f);   /* past its deadline */
 void *spmd__rpc_watchdog(void *arg);
-/* send a request of kind (with rref ids) and return its future */
+/* request.c: send a request of kind (with rref ids) and return its future */
 spmd_status spmd__rpc_request(spmd_rpc *r, int dst, int kind, const char *fn, uint64_t rref_id,
                               uint64_t fork_id, const spmd_rpc_msg *args, int timeout_ms,
                               spmd_rpc_future **out);
@@ -313,7 +344,7 @@ spmd_rpc_call *spmd__rpc_call_new(spmd_rpc *r, int caller, int kind, uint64_t id
 void spmd__rpc_reply(spmd_rpc_call *c, spmd_status st);
 int spmd__rpc_serve_inline(spmd_rpc_call *c);
 void spmd__rpc_execute(spmd_rpc_call *c);
-/* rref.c */
+/* rref_owner.c */
 rpc_entry *spmd__rpc_entry_create(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id);
 rpc_entry *spmd__rpc_entry_get(spmd_rpc *r, uint64_t rref_id);   /* busy++ */
 void spmd__rpc_entry_put(spmd_rpc *r, rpc_entry *e);             /* busy-- */
@@ -324,11 +355,14 @@ spmd_status spmd__rpc_fork_add(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id, 
                                size_t errlen);
 spmd_status spmd__rpc_fork_del(spmd_rpc *r, uint64_t rref_id, uint64_t fork_id, char *err,
                                size_t errlen);
+void spmd__rpc_entries_free(spmd_rpc *r);
+spmd_rpc_msg *spmd__rpc_entry_value(spmd_rpc *r, uint64_t rref_id);   /* the ready value, or NULL */
+/* rref.c */
 spmd_status spmd__rpc_fork_add_remote(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id,
                                       char *err, size_t errlen);
 void spmd__rpc_release_desc(spmd_rpc *r, int owner, uint64_t rref_id, uint64_t fork_id);
-void spmd__rpc_entries_free(spmd_rpc *r);
-/* agent.c */
+/* state.c */
+void spmd__rpc_agent_live(void);   /* one more agent alive (spmd__rpc_unref counts it down) */
 void spmd__rpc_set_broken(spmd_rpc *r, const char *why);
 /* Around a use of the agent's group by an application thread: 0 (and no
  * use) once the agent is broken, so shutdown can destroy the group safely. */
@@ -337,6 +371,7 @@ void spmd__rpc_leave(spmd_rpc *r);
 void spmd__rpc_ref(spmd_rpc *r);
 void spmd__rpc_unref(spmd_rpc *r);
 spmd_status spmd__rpc_error(spmd_rpc *r, spmd_status st, const char *fmt, ...) SPMD__PRINTF(3, 4);
+/* handlers.c */
 const rpc_handler *spmd__rpc_handler_find(spmd_rpc *r, const char *name, rpc_handler *copy);
 int spmd__rpc_handler_is_inline(spmd_rpc *r, const char *name);
 int spmd__rpc_check_sig(const rpc_handler *h, const spmd_rpc_msg *m, char *err, size_t errlen);

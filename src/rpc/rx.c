@@ -3,7 +3,7 @@
  * One receive of the frame tag (any source) is posted to the transport at a
  * time.  The thread that holds the receive role polls the transport, and
  * when that receive completes it posts the next one (into the other buffer)
- * and processes the frame (agent.c), so frames are handled one at a time in
+ * and processes the frame (dispatch.c), so frames are handled one at a time in
  * arrival order whoever handles them.
  *
  * Who holds the role:

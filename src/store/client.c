@@ -105,6 +105,23 @@ static spmd_status store_handshake(int fd, const spmd__auth *auth, int64_t deadl
     return SPMD_OK;
 }
 
+/* This process cannot get its job secret (an unreadable or unsafe secret
+ * file): it cannot join, but the ranks waiting for it should learn that in
+ * seconds, not at their deadline.  So it greets the store without a secret;
+ * the store refuses it and records the refusal, which ends the rendezvous on
+ * every rank with the cause (group/rdzv_watch.c) — just as a stranger's
+ * refusal does.  Best effort, and bounded: the caller reports its own error. */
+static void announce_no_secret(const char *host, int port, int tmo) {
+    char e2[SPMD__ERRLEN];
+    spmd__auth none;
+    memset(&none, 0, sizeof none);
+    int64_t deadline = spmd__deadline(tmo < 15000 ? tmo : 15000);
+    int fd = spmd__connect(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2);
+    if (fd < 0) return;
+    (void)store_handshake(fd, &none, deadline, e2, sizeof e2);
+    close(fd);
+}
+
 spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_store **out,
                                char *err, size_t errlen) {
     const char *shown = host && *host ? host : "localhost";
@@ -117,7 +134,10 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
     char e2[SPMD__ERRLEN];
     spmd__auth auth;
     spmd_status st = spmd__auth_get(&auth, e2, sizeof e2);
-    if (st) return spmd__fail(err, errlen, st, "store connect to %s:%d: %s", shown, port, e2);
+    if (st) {
+        announce_no_secret(host, port, tmo);
+        return spmd__fail(err, errlen, st, "store connect to %s:%d: %s", shown, port, e2);
+    }
     int fd = -1;
     /* A handshake cut short (the server shed us under a flood of strangers,
      * or restarted) is retried until the deadline; a refusal is final. */

@@ -19,30 +19,6 @@ static void fmt_key(char *out, size_t outlen, const unsigned char *k, size_t n) 
     if (outlen) out[j < outlen ? j : outlen - 1] = 0;
 }
 
-static void detach_watch(spmd_store_server *s, watch *w) {
-    entry *e = w->e;
-    if (!e) return;
-    if (w->prev) w->prev->next = w->next; else e->watchers = w->next;
-    if (w->next) w->next->prev = w->prev;
-    w->e = NULL;
-    w->prev = w->next = NULL;
-    spmd__store_table_reap(&s->table, e);
-}
-
-void spmd__store_unpark(spmd_store_server *s, conn *c) {
-    if (!c->parked) return;
-    for (uint32_t i = 0; i < c->park_nkeys; i++) detach_watch(s, &c->watches[i]);
-    free(c->watches);
-    free(c->park_keys);
-    c->watches = NULL;
-    c->park_keys = NULL;
-    if (c->pprev) c->pprev->pnext = c->pnext; else s->parked = c->pnext;
-    if (c->pnext) c->pnext->pprev = c->pprev;
-    c->pprev = c->pnext = NULL;
-    c->parked = 0;
-    atomic_fetch_sub(&s->nparked, 1);
-}
-
 /* ---- values ---------------------------------------------------------------- */
 /* A key became present: wake its watchers. */
 static void fire(spmd_store_server *s, entry *e) {

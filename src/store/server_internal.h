@@ -140,16 +140,17 @@ void spmd__store_table_reap(spmd__store_table *t, entry *e);
 void spmd__store_table_disown(spmd__store_table *t, const conn *owner);
 /* Frees every entry and the buckets. */
 void spmd__store_table_clear(spmd__store_table *t);
+/* c's parked request ends: its watches leave their entries. */
+void spmd__store_unpark(spmd_store_server *s, conn *c);
 
 /* ---- ops.c ---- */
 void spmd__store_execute(spmd_store_server *s, conn *c, const spmd__store_req *r);
 void spmd__store_evaluate_park(spmd_store_server *s, conn *c);
-void spmd__store_unpark(spmd_store_server *s, conn *c);
 void spmd__store_expire_parked(spmd_store_server *s, uint64_t now);
 /* The largest reply request r can produce, value bytes only. */
 size_t spmd__store_reply_bound(spmd_store_server *s, const spmd__store_req *r);
 
-/* ---- conn.c ---- */
+/* ---- reply.c ---- */
 void spmd__store_enqueue(spmd_store_server *s, conn *c);
 void spmd__store_drop(spmd_store_server *s, conn *c, int warn, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
@@ -159,6 +160,8 @@ void spmd__store_reply(spmd_store_server *s, conn *c, uint32_t seq, spmd_status 
 void spmd__store_reply_err(spmd_store_server *s, conn *c, uint32_t seq, spmd_status st,
                            const char *fmt, ...) SPMD__PRINTF(5, 6);
 int spmd__store_flush(spmd_store_server *s, conn *c);
+/* Queue bytes that are no reply (the handshake's answer); -1: out of memory. */
+int spmd__store_queue_raw(spmd_store_server *s, conn *c, const void *bytes, size_t n);
 /* May a reply carrying vlen value bytes be queued for c now?  1: yes; 0: not
  * yet — c now waits for memory (it reads nothing more) and is served again
  * when other replies drain; -1: never (nothing queued could free room; answer
@@ -168,6 +171,7 @@ int spmd__store_reply_room(spmd_store_server *s, conn *c, size_t vlen);
 void spmd__store_wake_waiters(spmd_store_server *s);
 /* Account bytes added to (delta > 0) or released from the store's total. */
 void spmd__store_charge(spmd_store_server *s, size_t add, size_t release);
+/* ---- conn.c ---- */
 void spmd__store_on_readable(spmd_store_server *s, conn *c);
 void spmd__store_process(spmd_store_server *s, conn *c);
 void spmd__store_expire_handshakes(spmd_store_server *s, uint64_t now);

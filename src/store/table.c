@@ -2,7 +2,8 @@
  * server so that a client cannot choose keys that all land in one chain.
  * An entry is either present (it holds a value) or a placeholder that exists
  * only to hold the watchers of an absent key.  Nothing here knows about
- * sockets or limits (ops.c charges the bytes). */
+ * sockets or limits (ops.c charges the bytes); a parked request's watches
+ * hang on entries, and come off here. */
 #include <stdlib.h>
 #include <string.h>
 #include "common/fnv.h"
@@ -95,4 +96,30 @@ void spmd__store_table_clear(spmd__store_table *t) {
     free(t->buckets);
     t->buckets = NULL;
     t->nbuckets = t->nentries = t->npresent = 0;
+}
+
+/* A parked connection's watches come off their entries (placeholders
+ * nobody waits on any more go). */
+static void detach_watch(spmd_store_server *s, watch *w) {
+    entry *e = w->e;
+    if (!e) return;
+    if (w->prev) w->prev->next = w->next; else e->watchers = w->next;
+    if (w->next) w->next->prev = w->prev;
+    w->e = NULL;
+    w->prev = w->next = NULL;
+    spmd__store_table_reap(&s->table, e);
+}
+
+void spmd__store_unpark(spmd_store_server *s, conn *c) {
+    if (!c->parked) return;
+    for (uint32_t i = 0; i < c->park_nkeys; i++) detach_watch(s, &c->watches[i]);
+    free(c->watches);
+    free(c->park_keys);
+    c->watches = NULL;
+    c->park_keys = NULL;
+    if (c->pprev) c->pprev->pnext = c->pnext; else s->parked = c->pnext;
+    if (c->pnext) c->pnext->pprev = c->pprev;
+    c->pprev = c->pnext = NULL;
+    c->parked = 0;
+    atomic_fetch_sub(&s->nparked, 1);
 }

@@ -1,5 +1,5 @@
 /* src/transport/heartbeat.h — liveness between the ranks of a mesh, driven
- * by the p2p progress thread (p2p_engine.c), never by the user's threads: a
+ * by the p2p progress thread (p2p_progress.c), never by the user's threads: a
  * rank computing for an hour between collectives still answers.
  *
  * Each rank is watched by its successor on the ring of ranks (O(1) per rank):

@@ -13,7 +13,7 @@
  *          subgroups (MPI_Comm_create_group)
  *
  * Nothing blocks inside MPI: every operation is non-blocking and waited for
- * by polling (mpi_link.c), which checks the group's failure state, the
+ * by polling (mpi_watch.c), which checks the group's failure state, the
  * notices, whether same-host peers are still alive, and the deadline.
  *
  * Threads: with MPI_THREAD_MULTIPLE every thread may call in; below it,
@@ -66,7 +66,7 @@ typedef struct spmd__mpi_link {
 
 static inline spmd__mpi_link *spmd__mpi_of(const spmd__mesh *m) { return (spmd__mpi_link *)m->ext_state; }
 
-/* ---- the process's MPI (mpi_link.c) ----------------------------------------- */
+/* ---- the process's MPI (mpi_watch.c) ---------------------------------------- */
 /* The thread level MPI provides to this process (recorded once by the group
  * layer after MPI_Init_thread / MPI_Query_thread). */
 void spmd__mpi_set_level(int provided);
@@ -85,13 +85,21 @@ void spmd__mpi_errstr(int rc, char *out, size_t len);
  * MPI_Finalize is an abnormal end to mpirun. */
 int spmd__mpi_rank_lost(void);
 
-/* ---- a group's link ----------------------------------------------------------- */
+/* ---- a group's link: attaching and leaving (mpi_link.c) ------------------------ */
 /* Collective over comm (its ranks are the mesh's): duplicate it three times,
  * learn which ranks share this kernel, post the notice receive, and make the
  * mesh an MPI mesh.  m->rank/world must be comm's; m->name and timeout set. */
 spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, char *err, size_t errlen);
 extern const spmd__mesh_ext spmd__mpi_ext;
 
+/* ---- failure notices and waiting (mpi_watch.c) -------------------------------- */
+/* The notice receive on the ctrl communicator (again after each notice). */
+int spmd__mpi_post_notice_recv(spmd__mpi_link *l);
+/* Finish the notices we sent that MPI has delivered (ctrl_mu held). */
+void spmd__mpi_reap_notices(spmd__mpi_link *l);
+/* The mesh's tell_peers hook: a notice of this group's failure to every
+ * rank not seen dead. */
+void spmd__mpi_tell_peers(spmd__mesh *m, spmd_status st, const char *msg);
 /* SPMD_OK, or the group's failure with its message in msg.  Looks at the
  * notices and the same-host peers every few milliseconds (now when `force`);
  * a failure found there fails the mesh first. */

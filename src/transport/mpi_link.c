@@ -1,6 +1,7 @@
 /* mpi_link.c — a mesh over MPI (mpi_internal.h): attaching to a
- * communicator, waiting without blocking in MPI, the group's failure notices,
- * the same-host liveness watch, and leaving.
+ * communicator and leaving.  Waiting, the failure notices and the liveness
+ * watch are mpi_watch.c's; point-to-point mpi_p2p.c's, the collective wire
+ * mpi_xfer.c's.
  *
  * Why spmd never waits inside a blocking MPI call: MPI has no deadline, and
  * a peer that is frozen (or dead, where the launcher lets survivors run)
@@ -38,283 +39,6 @@
 #include <unistd.h>
 #include "common/fnv.h"
 #include "mpi_internal.h"
-
-#define NOTICE_MAGIC 0x4e4d5053u /* "SPMN" */
-#define NOTICE_HDR 24
-enum { N_ABORT = 1, N_LOST = 2 }; /* N_LOST: an abort of a process that knows a rank died */
-#define CHECK_EVERY_NS 1000000ull   /* notices: every millisecond of waiting */
-#define LIVE_GRACE_MS 200           /* a dying peer's own notice (the cause) may trail its exit */
-#define SPIN_NS 200000ull           /* pure spinning before yielding */
-#define YIELD_NS 100000000ull       /* then yield-spin this long (MPI progresses only when called) */
-
-/* ---- the process's MPI ------------------------------------------------------- */
-
-static atomic_int level_ = -1;
-static atomic_int rank_lost_; /* a rank of the job died (seen by any group, or told) */
-
-int spmd__mpi_rank_lost(void) { return atomic_load(&rank_lost_); }
-static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void spmd__mpi_set_level(int provided) { atomic_store(&level_, provided); }
-int spmd__mpi_level(void) { return atomic_load(&level_); }
-
-const char *spmd__mpi_level_name(int level) {
-    if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
-    if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
-    if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
-    if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
-    return "unknown";
-}
-
-void spmd__mpi_lock(void) {
-    if (atomic_load_explicit(&level_, memory_order_relaxed) != MPI_THREAD_MULTIPLE) pthread_mutex_lock(&big_lock);
-}
-void spmd__mpi_unlock(void) {
-    if (atomic_load_explicit(&level_, memory_order_relaxed) != MPI_THREAD_MULTIPLE) pthread_mutex_unlock(&big_lock);
-}
-
-void spmd__mpi_errstr(int rc, char *out, size_t len) {
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) n = snprintf(s, sizeof s, "MPI error %d", rc);
-    snprintf(out, len, "%.*s", n, s);
-}
-
-/* ---- waiting ---------------------------------------------------------------------- */
-
-void spmd__mpi_idle_init(spmd__mpi_idle *s, const spmd__mesh *m) {
-    s->since = 0;
-    s->sleep_ns = 0;
-    s->spin_ns = m->oversubscribed ? 0 : SPIN_NS;
-}
-
-/* MPI moves bytes only while someone calls it (Open MPI has no progress
- * thread), so a waiter keeps calling: spinning, then yielding the core to
- * whoever wants it, and only after a long quiet stretch (a straggling peer)
- * sleeping in slices that grow to a millisecond. */
-void spmd__mpi_idle_step(spmd__mpi_idle *s, const spmd__mesh *m) {
-    (void)m;
-    uint64_t now = spmd__now_ns();
-    if (!s->since) s->since = now;
-    uint64_t idle = now - s->since;
-    if (idle < s->spin_ns) return;
-    if (idle < YIELD_NS) {
-        sched_yield();
-        return;
-    }
-    s->sleep_ns = s->sleep_ns ? s->sleep_ns * 2 : 50000;
-    if (s->sleep_ns > 1000000) s->sleep_ns = 1000000;
-    struct timespec ts = {0, s->sleep_ns};
-    nanosleep(&ts, NULL);
-}
-
-void spmd__mpi_abandon(MPI_Request *reqs, int n) {
-    if (n <= 0) return;
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (fin) return;
-    spmd__mpi_lock();
-    for (int i = 0; i < n; i++)
-        if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
-    spmd__mpi_unlock();
-    int64_t until = spmd__now_ms() + 100;
-    for (;;) {
-        int done = 0;
-        spmd__mpi_lock();
-        MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        spmd__mpi_unlock();
-        if (done || spmd__now_ms() >= until) break;
-        sched_yield();
-    }
-    spmd__mpi_lock();
-    for (int i = 0; i < n; i++)
-        if (reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&reqs[i]);
-    spmd__mpi_unlock();
-}
-
-spmd_status spmd__mpi_wait_coll(spmd__coll_ctx *c, MPI_Request *reqs, int n, const char *what) {
-    spmd__mpi_link *l = spmd__mpi_of(c->m);
-    spmd__mpi_idle idle;
-    spmd__mpi_idle_init(&idle, c->m);
-    char msg[SPMD__ERRLEN];
-    for (unsigned it = 0;; it++) {
-        int done = 0;
-        spmd__mpi_lock();
-        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        spmd__mpi_unlock();
-        if (rc != MPI_SUCCESS) {
-            spmd__mpi_errstr(rc, msg, sizeof msg);
-            /* a failed collective's requests are not ours to cancel (MPI forbids it) */
-            return spmd__coll_fail(c, SPMD_ERR_REMOTE, "%s #%u on rank %d: MPI reports: %s", what, c->seq,
-                                   c->m->rank, msg);
-        }
-        if (done) return SPMD_OK;
-        spmd_status st = spmd__mpi_check(l, 0, msg, sizeof msg);
-        if (st) return spmd__coll_fail(c, st, "%s", msg);
-        if ((it & 63) == 63 && spmd__ctx_left_ms(c) == 0)
-            return spmd__coll_fail(c, SPMD_ERR_TIMEOUT,
-                                   "%s #%u timed out on rank %d (MPI's collective did not complete: a rank "
-                                   "is missing, frozen or dead)",
-                                   what, c->seq, c->m->rank);
-        spmd__mpi_idle_step(&idle, c->m);
-    }
-}
-
-/* ---- notices --------------------------------------------------------------------- */
-
-/* Queue a notice to `peer` (ctrl_mu held). */
-static void send_notice(spmd__mpi_link *l, int peer, int kind, spmd_status st, const char *text) {
-    if (l->nout == l->capout) {
-        int cap = l->capout ? 2 * l->capout : 8;
-        spmd__mpi_out *o = realloc(l->out, sizeof *o * (size_t)cap);
-        if (!o) return;
-        l->out = o;
-        l->capout = cap;
-    }
-    char *buf = calloc(1, SPMD__MPI_NOTICE_BYTES);
-    if (!buf) return;
-    unsigned char *h = (unsigned char *)buf;
-    spmd__put_u32(h, NOTICE_MAGIC);
-    spmd__put_u32(h + 4, (uint32_t)kind);
-    spmd__put_u32(h + 8, (uint32_t)(int32_t)st);
-    spmd__put_u32(h + 12, (uint32_t)l->m->rank);
-    spmd__put_u64(h + 16, l->instance);
-    snprintf(buf + NOTICE_HDR, SPMD__MPI_NOTICE_BYTES - NOTICE_HDR, "%s", text ? text : "");
-    int len = NOTICE_HDR + (int)strlen(buf + NOTICE_HDR) + 1;
-    spmd__mpi_out *o = &l->out[l->nout];
-    spmd__mpi_lock();
-    int rc = MPI_Isend(buf, len, MPI_BYTE, peer, SPMD__MPI_NOTICE_TAG, l->ctrl, &o->req);
-    spmd__mpi_unlock();
-    if (rc != MPI_SUCCESS) {
-        free(buf);
-        return;
-    }
-    o->buf = buf;
-    l->nout++;
-}
-
-/* Forget our notices that have gone out (ctrl_mu held). */
-static void reap_notices(spmd__mpi_link *l) {
-    int k = 0;
-    for (int i = 0; i < l->nout; i++) {
-        int done = 0;
-        spmd__mpi_lock();
-        MPI_Test(&l->out[i].req, &done, MPI_STATUS_IGNORE);
-        spmd__mpi_unlock();
-        if (done) free(l->out[i].buf);
-        else l->out[k++] = l->out[i];
-    }
-    l->nout = k;
-}
-
-/* Ranks seen dead get no notice: Open MPI's TCP transport would try to
- * reach them, warn, and could hold MPI_Finalize on the attempt.  A process
- * that knows a rank died says so (N_LOST), so every rank knows MPI_Finalize
- * would wait for it (spmd__mpi_rank_lost). */
-static void broadcast_abort(spmd__mesh *m, spmd_status st, const char *msg) {
-    spmd__mpi_link *l = spmd__mpi_of(m);
-    if (!l) return;
-    const int kind = atomic_load(&rank_lost_) ? N_LOST : N_ABORT;
-    pthread_mutex_lock(&l->ctrl_mu);
-    for (int r = 0; r < m->world; r++)
-        if (r != m->rank && !l->exit_seen_ms[r]) send_notice(l, r, kind, st, msg);
-    pthread_mutex_unlock(&l->ctrl_mu);
-}
-
-/* One notice arrived (ctrl_mu held): an abort of this group is returned
- * (status, text in why) for the caller to fail the group with. */
-static spmd_status take_notice(spmd__mpi_link *l, const MPI_Status *s, char *why, size_t whylen) {
-    int n = 0;
-    MPI_Get_count(s, MPI_BYTE, &n);
-    const unsigned char *h = (const unsigned char *)l->ctrl_in;
-    if (n < NOTICE_HDR || spmd__get_u32(h) != NOTICE_MAGIC || spmd__get_u64(h + 16) != l->instance) return SPMD_OK;
-    int kind = (int)spmd__get_u32(h + 4), from = s->MPI_SOURCE;
-    if (from < 0 || from >= l->m->world) return SPMD_OK;
-    if (kind != N_ABORT && kind != N_LOST) return SPMD_OK;
-    l->ctrl_in[SPMD__MPI_NOTICE_BYTES - 1] = 0;
-    int code = (int32_t)spmd__get_u32(h + 8);
-    if (kind == N_LOST) atomic_store(&rank_lost_, 1);
-    snprintf(why, whylen, "rank %d reported: %s", from, l->ctrl_in + NOTICE_HDR);
-    return code < 0 && code > -100 ? (spmd_status)code : SPMD_ERR_ABORTED;
-}
-
-static int post_notice_recv(spmd__mpi_link *l) {
-    spmd__mpi_lock();
-    int rc = MPI_Irecv(l->ctrl_in, SPMD__MPI_NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE, SPMD__MPI_NOTICE_TAG, l->ctrl,
-                       &l->ctrl_req);
-    spmd__mpi_unlock();
-    return rc;
-}
-
-/* ---- liveness of the peers under this kernel ---------------------------------------- */
-
-static int pidfd_open_(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-
-/* 1 when local peer r's process has exited. */
-static int peer_exited(spmd__mpi_link *l, int r) {
-    if (l->pidfd[r] >= 0) {
-        struct pollfd p = {.fd = l->pidfd[r], .events = POLLIN, .revents = 0};
-        return poll(&p, 1, 0) == 1;
-    }
-    return kill(l->pid[r], 0) != 0 && errno == ESRCH;
-}
-
-/* A watched peer's process is gone: the message, or 0 (ctrl_mu held). */
-static int find_dead(spmd__mpi_link *l, char *why, size_t whylen) {
-    int64_t now = spmd__now_ms();
-    for (int r = 0; r < l->m->world; r++) {
-        if (!l->pid[r] || r == l->m->rank || !peer_exited(l, r)) continue;
-        if (!l->exit_seen_ms[r]) {
-            l->exit_seen_ms[r] = now; /* a notice naming the cause may still come */
-            continue;
-        }
-        if (now - l->exit_seen_ms[r] < LIVE_GRACE_MS) continue;
-        snprintf(why, whylen, "rank %d died (its process %d on this host is gone)", r, l->pid[r]);
-        atomic_store(&rank_lost_, 1);
-        return 1;
-    }
-    return 0;
-}
-
-spmd_status spmd__mpi_check(spmd__mpi_link *l, int force, char *msg, size_t msglen) {
-    spmd__mesh *m = l->m;
-    spmd_status st = spmd__mesh_check(m, msg, msglen);
-    if (st) return st;
-    uint64_t now = spmd__now_ns();
-    if (!force && now < __atomic_load_n(&l->next_check_ns, __ATOMIC_RELAXED)) return SPMD_OK;
-    if (pthread_mutex_trylock(&l->ctrl_mu)) return SPMD_OK; /* another thread is looking */
-    __atomic_store_n(&l->next_check_ns, now + CHECK_EVERY_NS, __ATOMIC_RELAXED);
-    char why[SPMD__ERRLEN];
-    spmd_status fail = SPMD_OK;
-    int tell = 0;
-    while (l->ctrl_req != MPI_REQUEST_NULL) {
-        int got = 0;
-        MPI_Status s;
-        spmd__mpi_lock();
-        int rc = MPI_Test(&l->ctrl_req, &got, &s);
-        spmd__mpi_unlock();
-        if (rc != MPI_SUCCESS) {
-            char e[256];
-            spmd__mpi_errstr(rc, e, sizeof e);
-            snprintf(why, sizeof why, "rank %d: MPI failed on the group's notices: %s", m->rank, e);
-            fail = SPMD_ERR_SYSTEM;
-            tell = 1;
-            break;
-        }
-        if (!got) break;
-        fail = take_notice(l, &s, why, sizeof why);
-        if (post_notice_recv(l) != MPI_SUCCESS) l->ctrl_req = MPI_REQUEST_NULL;
-        if (fail) break;
-    }
-    if (l->nout) reap_notices(l);
-    if (!fail && find_dead(l, why, sizeof why)) {
-        fail = SPMD_ERR_REMOTE;
-        tell = 1;
-    }
-    pthread_mutex_unlock(&l->ctrl_mu);
-    if (fail) spmd__mesh_fail(m, fail, tell, "%s", why);
-    return spmd__mesh_check(m, msg, msglen);
-}
 
 /* ---- attaching ---------------------------------------------------------------------- */
 
@@ -435,7 +159,7 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
         local++;
         if (p == m->rank) continue;
         l->pid[p] = (int)id[ID_PID];
-        l->pidfd[p] = pidfd_open_(l->pid[p]);
+        l->pidfd[p] = (int)syscall(SYS_pidfd_open, l->pid[p], 0);
     }
     m->local_world = local > 0 ? local : 1;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -443,7 +167,7 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
     free(ids);
     ids = NULL;
 
-    if ((rc = post_notice_recv(l)) != MPI_SUCCESS) {
+    if ((rc = spmd__mpi_post_notice_recv(l)) != MPI_SUCCESS) {
         st = spmd__fail(err, errlen, SPMD_ERR_SYSTEM, "rank %d: MPI_Irecv of the group's notices failed", m->rank);
         goto fail_comms;
     }
@@ -456,7 +180,7 @@ spmd_status spmd__mpi_attach(spmd__mesh *m, MPI_Comm comm, int64_t deadline, cha
     m->caller_thread_only = spmd__mpi_level() != MPI_THREAD_MULTIPLE;
     m->ext = &spmd__mpi_ext;
     m->fail_pending = spmd__mpi_fail_all;
-    m->tell_peers = broadcast_abort;
+    m->tell_peers = spmd__mpi_tell_peers;
     return SPMD_OK;
 fail_comms: /* communicators a failed attach made are left alone (see the top) */
 fail_ids:
@@ -482,7 +206,7 @@ static void stop(spmd__mesh *m) {
         pthread_mutex_lock(&l->ctrl_mu);
         int64_t until = spmd__now_ms() + 1000;
         while (l->nout && spmd__now_ms() < until) {
-            reap_notices(l);
+            spmd__mpi_reap_notices(l);
             if (l->nout) sched_yield();
         }
         for (int i = 0; i < l->nout; i++) {

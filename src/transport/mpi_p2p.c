@@ -7,7 +7,7 @@
  * scratch buffer and dropped).  Spmd tags go up to MPI_TAG_UB / 8 (2^28 - 1
  * with Open MPI).
  *
- * Matching is spmd's own: incoming messages are claimed with
+ * Matching is spmd's own (p2p_match.h, shared with p2p_engine.c): incoming messages are claimed with
  * MPI_Improbe(ANY_SOURCE, ANY_TAG) in MPI's arrival order and matched
  * against the posted receives in post order (else kept, as MPI_Message
  * handles, until a receive comes); MPI_Imrecv then lands the payload straight
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mpi_internal.h"
+#include "p2p_match.h"
 
 #define DT_BITS 3
 _Static_assert(SPMD_DTYPE_COUNT <= (1 << DT_BITS), "the MPI tag has 3 bits for the dtype");
@@ -85,52 +86,13 @@ static void add_act(spmd__mpi_p2p *p, MPI_Request req, spmd__preq *r, char *drai
     p->nact++;
 }
 
-static int matches(const spmd__preq *r, int src, int tag) {
-    return (r->peer == SPMD_ANY_SOURCE || r->peer == src) && (r->tag == SPMD_ANY_TAG || r->tag == tag);
-}
-
-static spmd__preq *take_posted(spmd__mpi_p2p *p, int src, int tag) {
-    spmd__preq *prev = NULL;
-    for (spmd__preq *r = p->posted; r; prev = r, r = r->next) {
-        if (!matches(r, src, tag)) continue;
-        if (prev) prev->next = r->next;
-        else p->posted = r->next;
-        if (p->posted_tail == r) p->posted_tail = prev;
-        r->next = NULL;
-        return r;
-    }
-    return NULL;
-}
-
-static int remove_posted(spmd__mpi_p2p *p, spmd__preq *r) {
-    spmd__preq *prev = NULL;
-    for (spmd__preq *x = p->posted; x; prev = x, x = x->next) {
-        if (x != r) continue;
-        if (prev) prev->next = x->next;
-        else p->posted = x->next;
-        if (p->posted_tail == x) p->posted_tail = prev;
-        x->next = NULL;
-        return 1;
-    }
-    return 0;
-}
-
-/* "3 x float32 (12 bytes)" (bytes not a multiple of the element: "13 bytes of float32"). */
-static void what(char *buf, size_t len, long long bytes, int dt) {
-    size_t es = spmd_dtype_size((spmd_dtype)dt);
-    if (es && bytes % (long long)es == 0)
-        snprintf(buf, len, "%lld x %s (%lld bytes)", bytes / (long long)es, spmd_dtype_name((spmd_dtype)dt), bytes);
-    else
-        snprintf(buf, len, "%lld bytes of %s", bytes, spmd_dtype_name((spmd_dtype)dt));
-}
-
 /* Receive r meets a claimed message: land it in r's buffer, or refuse it
  * (scratch buffer, r fails with a mismatch naming both sides).  mu held. */
 static void start_recv(spmd__mpi_link *l, spmd__preq *r, MPI_Message msg, int src, int tag, int dt, int bytes) {
     spmd__mpi_p2p *p = l->p2p_state;
     r->source = src;
     r->tag = tag;
-    int fits = (size_t)bytes == r->len && dt == r->dtype;
+    int fits = spmd__p2p_fits((uint64_t)bytes, dt, r->len, r->dtype);
     char *drain = NULL;
     if (!fits && bytes > 0 && !(drain = malloc((size_t)bytes))) {
         r->complete(r, SPMD_ERR_NOMEM, "out of memory for a refused message");
@@ -158,11 +120,8 @@ static void start_recv(spmd__mpi_link *l, spmd__preq *r, MPI_Message msg, int sr
         return;
     }
     add_act(p, req, NULL, drain);
-    char a[96], b[96], m2[SPMD__ERRLEN];
-    what(a, sizeof a, bytes, dt);
-    what(b, sizeof b, (long long)r->len, r->dtype);
-    snprintf(m2, sizeof m2, "%s mismatch: rank %d sent %s with tag %d but rank %d's receive expects %s",
-             (size_t)bytes == r->len ? "type" : "size", src, a, tag, l->m->rank, b);
+    char m2[SPMD__ERRLEN];
+    spmd__p2p_mismatch_msg(m2, sizeof m2, l->m->rank, src, (uint32_t)tag, (uint64_t)bytes, dt, r->len, r->dtype);
     r->complete(r, SPMD_ERR_MISMATCH, m2);
 }
 
@@ -183,7 +142,7 @@ static int progress(spmd__mpi_link *l) {
         if (rc != MPI_SUCCESS || !flag) break;
         moved = 1;
         const int tag = s.MPI_TAG >> DT_BITS, dt = s.MPI_TAG & ((1 << DT_BITS) - 1);
-        spmd__preq *r = take_posted(p, s.MPI_SOURCE, tag);
+        spmd__preq *r = spmd__p2p_take_posted(&p->posted, &p->posted_tail, s.MPI_SOURCE, (uint32_t)tag);
         if (r) {
             start_recv(l, r, msg, s.MPI_SOURCE, tag, dt, bytes);
             continue;
@@ -290,7 +249,7 @@ spmd_status spmd__mpi_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t 
     /* An earlier claimed message that matches wins (arrival order). */
     unexp *prev = NULL;
     for (unexp *u = p->ux; u; prev = u, u = u->next) {
-        if (!matches(r, u->src, u->tag)) continue;
+        if (!spmd__p2p_matches(r, u->src, (uint32_t)u->tag)) continue;
         if (prev) prev->next = u->next;
         else p->ux = u->next;
         if (p->ux_tail == u) p->ux_tail = prev;
@@ -299,10 +258,7 @@ spmd_status spmd__mpi_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t 
         pthread_mutex_unlock(&p->mu);
         return SPMD_OK;
     }
-    r->next = NULL;
-    if (p->posted_tail) p->posted_tail->next = r;
-    else p->posted = r;
-    p->posted_tail = r;
+    spmd__p2p_post(&p->posted, &p->posted_tail, r);
     progress(l);
     pthread_mutex_unlock(&p->mu);
     return SPMD_OK;
@@ -325,7 +281,7 @@ void spmd__mpi_poll(spmd__mesh *m, int peer) {
  * still complete it).  r is completed with st/msg unless MPI completed it
  * first. */
 static void withdraw(spmd__mpi_p2p *p, spmd__preq *r, spmd_status st, const char *msg) {
-    if (remove_posted(p, r)) {
+    if (spmd__p2p_unpost(&p->posted, &p->posted_tail, r)) {
         r->complete(r, st, msg);
         return;
     }
@@ -378,7 +334,7 @@ void spmd__mpi_cancel(spmd__mesh *m, spmd__preq *r) {
     spmd__mpi_p2p *p = l->p2p_state;
     pthread_mutex_lock(&p->mu);
     progress(l); /* it may have just finished */
-    if (remove_posted(p, r)) {
+    if (spmd__p2p_unpost(&p->posted, &p->posted_tail, r)) {
         r->complete(r, SPMD_ERR_ABORTED, "operation cancelled before the peer was ready");
         pthread_mutex_unlock(&p->mu);
         return;

@@ -12,7 +12,7 @@
  * Messages over 1 GiB go in 1 GiB pieces (MPI counts are ints).
  *
  * All requests of one call progress together (MPI_Testsome), so a ring where
- * everyone sends first cannot deadlock; waiting polls (mpi_link.c) with the
+ * everyone sends first cannot deadlock; waiting polls (mpi_watch.c) with the
  * group's deadline, failure state and notices. */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -76,7 +76,7 @@ struct spmd__path {
     int fd;      /* the TCP connection (not owned: the mesh closes it) */
     int peer;
     /* Set by the p2p engine around arm/idle while its progress thread naps
-     * (it looks at every ring again within a nap, 1-8 ms, p2p_engine.c): a
+     * (it looks at every ring again within a nap, 1-8 ms, p2p_progress.c): a
      * wake-up lost to the plain fence then costs that nap at worst, so an arm
      * need not pay the slow fence (shm_ring.c). */
     int nap;

@@ -4,7 +4,10 @@
  * (every element of the new generation, or of the one the directory held
  * when the kill came before the save began); a following save into the killed
  * directory succeeds and leaves no temporary behind.
- * Usage: test_ckpt_kill [TRIALS [SEED]]  (default 3 trials; bench/ckpt_kill_trials.sh runs 70). */
+ * With "async" the ranks save through spmd_dcp_save_async + _wait, so kills
+ * land in the background thread's writes and commit too.
+ * Usage: test_ckpt_kill [TRIALS [SEED [async]]]  (default 3 trials, SEED -1:
+ * the clock; bench/ckpt_kill_trials.sh runs 70). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
@@ -20,7 +23,7 @@
 #define WORLD 2
 
 static char root[256];
-static int attempt;
+static int attempt, use_async;
 
 static float val(int gen, int64_t i) { return (float)gen * 4096.0f + (float)(i % 4093); }
 
@@ -36,7 +39,17 @@ static int save_rank(int rank, const char *dir, int gen) {
     if (!w) return 1;
     for (int64_t i = 0; i < n; i++) w[i] = val(gen, lo + i);
     spmd_dcp_shard s = {"w", "float32", 1, {N}, {lo}, {n}, w};
-    int rc = spmd_dcp_save(g, dir, &s, 1, NULL, 0, err, sizeof err) != SPMD_OK;
+    int rc;
+    if (use_async) {
+        spmd_dcp_saver *sv = NULL;
+        rc = spmd_dcp_saver_new(g, &sv, err, sizeof err) != SPMD_OK ||
+             spmd_dcp_save_async(sv, dir, &s, 1, NULL, 0, err, sizeof err) != SPMD_OK;
+        memset(w, 0, sizeof(float) * (size_t)n); /* staged: the caller's buffer is free */
+        rc = rc || spmd_dcp_save_wait(sv, err, sizeof err) != SPMD_OK;
+        spmd_dcp_saver_free(sv);
+    } else {
+        rc = spmd_dcp_save(g, dir, &s, 1, NULL, 0, err, sizeof err) != SPMD_OK;
+    }
     if (rc) fprintf(stderr, "rank %d: %s\n", rank, err);
     free(w);
     spmd_group_destroy(g);
@@ -111,7 +124,8 @@ static int no_tmp(const char *dir) {
 
 int main(int argc, char **argv) {
     int trials = argc > 1 ? atoi(argv[1]) : 3;
-    unsigned seed = argc > 2 ? (unsigned)atoi(argv[2]) : (unsigned)time(NULL);
+    unsigned seed = argc > 2 && atoi(argv[2]) >= 0 ? (unsigned)atoi(argv[2]) : (unsigned)time(NULL);
+    use_async = argc > 3 && !strcmp(argv[3], "async");
     char token[SPMD_AUTH_TOKEN_CHARS + 1];
     REQUIRE(spmd_auth_new_token(token) == SPMD_OK);
     setenv("SPMD_AUTH_TOKEN", token, 1);
@@ -121,7 +135,7 @@ int main(int argc, char **argv) {
     char prev[300], next[300];
     snprintf(prev, sizeof prev, "%s/step1", root);
     snprintf(next, sizeof next, "%s/step2", root);
-    fprintf(stderr, "test_ckpt_kill: %d trials, seed %u\n", trials, seed);
+    fprintf(stderr, "test_ckpt_kill: %d trials, seed %u%s\n", trials, seed, use_async ? ", async saves" : "");
     srand(seed);
     /* Kill points spread over a whole save: uniform in [0, 1.2 x the time
      * an unkilled save takes here, start-up included]. */

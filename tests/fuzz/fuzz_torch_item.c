@@ -1,8 +1,8 @@
 /* fuzz_torch_item.c — libFuzzer harness for the reader of one DCP data item
  * (a torch.save archive: zip directory, zip64 records, the restricted
- * data.pkl, the storage entry).  An accepted tensor's bytes must lie inside
- * the input and match its shape; a refusal must name the input (abort() = a
- * finding).  Seeds: archives written by spmd's torch.save writer. */
+ * data.pkl, the storage entry; a bytes item as bytes and as a plain Python
+ * value).  An accepted tensor's bytes must lie inside the input and match its
+ * shape; a refusal must name the input (abort() = a finding).  Seeds: archives written by spmd's torch.save writer. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(b);
     } else {
         REQUIRE_PROP(strstr(err, "fuzz"));
+    }
+    spmd_dcp_value v;
+    if (spmd__dcp_value_parse(data, size, "fuzz", &v, err, sizeof err) == SPMD_OK) {
+        REQUIRE_PROP(v.type <= SPMD_DCP_DICT && (v.type != SPMD_DCP_BYTES || v.len <= size));
+        spmd_dcp_value_free(&v);
+    } else {
+        REQUIRE_PROP(strstr(err, "fuzz") && v.type == SPMD_DCP_NONE && !v.items && !v.s);
     }
     return 0;
 }

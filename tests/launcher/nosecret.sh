@@ -9,9 +9,11 @@
 #   - README:   mpirun --allow-run-as-root --oversubscribe -np 4 -x MASTER_ADDR=127.0.0.1 ./hello
 #   - LAUNCHER: mpirun -np 4 -x SPMD_BACKEND=spmd ./my_program (+ the root flags)
 #   - seed 003: mpirun -np 4 -x MASTER_ADDR -x MASTER_PORT ./prog
-#   - srun: four processes given exactly the SLURM_* variables srun sets;
+#   - srun: four processes given exactly the SLURM_* variables srun sets
+#     (a real srun and sbatch on a one-host Slurm cluster: slurm.sh);
 #   - two nodes: spmdrun --nnodes 2 in each namespace (one shared home);
 #   - one rank with a wrong secret: all ranks fail in seconds, naming it;
+#   - one rank whose secret file is unsafe (so it has none): the same;
 #   - a node whose home lacks the file (another secret) is refused at once.
 # usage: nosecret.sh SPMDRUN WORKER ALLREDUCE SELFFORM
 SPMDRUN=$1 WORKER=$2 PROG=$3 SELF=$4
@@ -54,6 +56,19 @@ for bad in 1 3; do
     expect_count "$TMP/bad$bad.out" "rank(s) $bad never connected" 3
     [ "$FAILED" -eq 0 ] || show "$TMP/bad$bad.out"
 done
+
+# One rank whose secret file others can read has no secret at all: it names
+# the file and the fix, and still greets the store without a secret, so the
+# waiting ranks learn it in seconds too (not at their deadline).
+printf '%s\n' 0123456789abcdef0123456789abcdef-an-exposed-secret >"$TMP/exposed"
+chmod 644 "$TMP/exposed"
+timeout 100 $IN0 "$SELF" env 4 29504 2 "$TMP/exposed" >"$TMP/exposed.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "exposed secret file: exit $rc"
+expect_count "$TMP/exposed.out" "^selfform rank 2 failed: .*accessible by group or others (mode 644): chmod 600 $TMP/exposed$" 1
+expect_count "$TMP/exposed.out" "rank(s) 2 never connected" 3
+expect_count "$TMP/exposed.out" "^selfform rank [013] failed: .*client has no job secret" 3
+[ "$FAILED" -eq 0 ] || show "$TMP/exposed.out"
 
 if command -v mpirun >/dev/null 2>&1; then
     cp "$PROG" "$TMP/hello"

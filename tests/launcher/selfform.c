@@ -6,9 +6,11 @@
  *   file  init_method file://PATH
  * then all_reduces and prints "selfform ok rank R of N".  The parent exits 0
  * only when every rank did.
- *   launcher_selfform env|tcp|file WORLD PORT-or-PATH [BADRANK]
- * BADRANK: that rank uses a wrong secret (SPMD_AUTH_TOKEN) — every rank must
- * then fail, and print its error, well before the group's timeout. */
+ *   launcher_selfform env|tcp|file WORLD PORT-or-PATH [BADRANK [BADFILE]]
+ * BADRANK: that rank uses a wrong secret (SPMD_AUTH_TOKEN), or with BADFILE
+ * the secret file BADFILE (SPMD_AUTH_FILE), which the test makes unsafe so the
+ * rank has no secret at all — every rank must then fail, and print its
+ * error, well before the group's timeout. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +20,16 @@
 
 #include "spmd/group.h"
 
-static int run_rank(const char *mode, int rank, int world, const char *where, int badrank) {
+static int run_rank(const char *mode, int rank, int world, const char *where, int badrank,
+                    const char *badfile) {
     char url[4200];
     spmd_group_opts o = SPMD_GROUP_OPTS_DEFAULT;
     o.rank = rank;
     o.world_size = world;
     o.timeout_ms = 120000; /* a refusal must end the rendezvous long before this */
-    if (rank == badrank)
+    if (rank == badrank && badfile)
+        setenv("SPMD_AUTH_FILE", badfile, 1);
+    else if (rank == badrank)
         setenv("SPMD_AUTH_TOKEN", "0123456789abcdef0123456789abcdef-a-wrong-secret", 1);
     if (!strcmp(mode, "env")) {
         setenv("MASTER_ADDR", "127.0.0.1", 1);
@@ -52,13 +57,14 @@ static int run_rank(const char *mode, int rank, int world, const char *where, in
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s env|tcp|file WORLD PORT-or-PATH [BADRANK]\n", argv[0]);
+        fprintf(stderr, "usage: %s env|tcp|file WORLD PORT-or-PATH [BADRANK [BADFILE]]\n", argv[0]);
         return 2;
     }
     int world = atoi(argv[2]), badrank = argc > 4 ? atoi(argv[4]) : -1, failed = 0;
+    const char *badfile = argc > 5 ? argv[5] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int r = 0; r < world; r++) {
-        if (fork() == 0) _exit(run_rank(argv[1], r, world, argv[3], badrank));
+        if (fork() == 0) _exit(run_rank(argv[1], r, world, argv[3], badrank, badfile));
     }
     for (int r = 0; r < world; r++) {
         int status = 0;

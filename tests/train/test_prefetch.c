@@ -7,7 +7,11 @@
  *     with the batch number and the fill's cause;
  *   - stopping early (after one batch, before any, with a slow consumer)
  *     joins the loader: run under TSan and ASan, nothing leaks or races;
- *   - bad options are refused with the reason. */
+ *   - bad options are refused with the reason;
+ *   - spmd_prefetch_dataset (over an image dataset, the examples' loader):
+ *     the batches of spmd_dataset_batch, in order, the last one short; an
+ *     index beyond the dataset fails that batch, naming the cause; a dataset
+ *     not loaded or std <= 0 is refused. */
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
@@ -68,6 +72,47 @@ static int same_batches(ctx *c, const size_t *indices, size_t n, size_t B, size_
     spmd_prefetch_stop(p);
     free(x), free(y);
     return ok && seen == (n + B - 1) / B - skip;
+}
+
+/* spmd_prefetch_dataset against spmd_dataset_batch on the caller's thread. */
+static void check_dataset_loader(void) {
+    enum { N = 23, R = 3, C = 5, B = 4 };
+    static uint8_t images[N * R * C], labels[N];
+    for (int i = 0; i < N * R * C; i++) images[i] = (uint8_t)(i * 37 + 11);
+    for (int i = 0; i < N; i++) labels[i] = (uint8_t)(i % 10);
+    spmd_dataset ds = {N, R, C, 10, images, labels};
+    size_t idx[N + 1];
+    for (size_t i = 0; i < N; i++) idx[i] = (i * 7) % N;
+    spmd_prefetch *p = NULL;
+    CHECK_OK(spmd_prefetch_dataset(&ds, 0.25f, 0.5f, idx, N, B, 2, &p, NULL, 0));
+    const float *x;
+    const int *y;
+    size_t cnt, k = 0;
+    float want[B * R * C];
+    int wy[B], rc;
+    while ((rc = spmd_prefetch_next(p, &x, &y, NULL, &cnt)) == 1) {
+        size_t n = N - k < B ? N - k : B;
+        CHECK(cnt == n);
+        CHECK_OK(spmd_dataset_batch(&ds, idx + k, n, 0.25f, 0.5f, want, wy));
+        CHECK_MSG(!memcmp(x, want, sizeof(float) * n * R * C) && !memcmp(y, wy, sizeof(int) * n),
+                  "batch at %zu differs", k);
+        k += n;
+    }
+    CHECK(rc == 0 && k == N);
+    spmd_prefetch_stop(p);
+    /* example 23 does not exist: batch 1 fails, batch 0 is delivered first */
+    idx[5] = N;
+    CHECK_OK(spmd_prefetch_dataset(&ds, 0.25f, 0.5f, idx, N, B, 1, &p, NULL, 0));
+    CHECK(spmd_prefetch_next(p, &x, &y, NULL, &cnt) == 1);
+    CHECK(spmd_prefetch_next(p, &x, &y, NULL, &cnt) == -1);
+    CHECK_MSG(strstr(spmd_prefetch_errmsg(p), "batch 1") && strstr(spmd_prefetch_errmsg(p), "23 examples"), "%s",
+              spmd_prefetch_errmsg(p));
+    spmd_prefetch_stop(p);
+    char err[256] = "";
+    CHECK(spmd_prefetch_dataset(&ds, 0.25f, 0.0f, idx, N, B, 1, &p, err, sizeof err) == SPMD_ERR_INVALID &&
+          strstr(err, "std > 0"));
+    spmd_dataset empty = SPMD_DATASET_INIT;
+    CHECK(spmd_prefetch_dataset(&empty, 0.25f, 0.5f, idx, N, B, 1, &p, err, sizeof err) == SPMD_ERR_INVALID);
 }
 
 int main(void) {
@@ -134,5 +179,6 @@ int main(void) {
     CHECK(spmd_prefetch_start(&bad, &p, err, sizeof err) == SPMD_ERR_INVALID);
     spmd_sampler_free(s);
     spmd_cifar_free(&c.ds);
+    check_dataset_loader();
     TEST_MAIN_END();
 }

@@ -115,12 +115,20 @@ static spmd_status train_step(trainer *t, const float *x, const int *y, size_t b
     return SPMD_OK;
 }
 
+/* For --elastic's loop (elastic.c). */
+spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, float *loss) {
+    return train_step(t, x, y, b, loss);
+}
+spmd_status train_evaluate(trainer *t, double *acc) { return evaluate(t, acc); }
+
 static int setup(trainer *t) {
     spmd_status st;
     if (train_launched()) {
         spmd_group_opts go = SPMD_GROUP_OPTS_DEFAULT;
         go.name = "spmd-train";
-        st = spmd_group_init(&go, &t->g, t->err, sizeof t->err);
+        /* a replacement joins the running group (elastic.c) */
+        st = elastic_joining(&t->o) ? spmd_group_join(&go, &t->g, t->err, sizeof t->err)
+                                    : spmd_group_init(&go, &t->g, t->err, sizeof t->err);
         /* before the group exists, the launcher's word is the rank */
         if (st != SPMD_OK) return report_fail(report_env_rank(), "cannot join the group", st, t->err);
         t->rank = spmd_group_rank(t->g);
@@ -203,9 +211,9 @@ static int setup(trainer *t) {
         return dp_fail(t, "SyncBatchNorm", st);
     /* every rank starts from rank 0's weights: the reducer broadcasts them at
      * construction (as DDP's constructor does), the plain path by hand */
-    if (t->g && t->world > 1 && !t->o.sync_average) {
+    if (t->g && t->world > 1 && !t->o.sync_average && !elastic_joining(&t->o)) {
         if ((st = sync_setup_ddp(t)) != SPMD_OK) return dp_fail(t, "DDP reducer", st);
-    } else if (t->g) {
+    } else if (t->g && !elastic_joining(&t->o)) {   /* a joiner gets the state in elastic.c */
         if ((st = spmd_broadcast(t->g, t->params, t->nparams, SPMD_F32, 0)) != SPMD_OK ||
             (t->nbuffers && (st = spmd_broadcast(t->g, t->buffers, t->nbuffers, SPMD_F32, 0)) != SPMD_OK)) {
             sync_set_err_group(t);
@@ -362,7 +370,8 @@ static int run(trainer *t) {
         eval_time += report_now() - e0;
         report_say(&t->rep, "test accuracy %.4f\n", last_acc);
     }
-    int rc = epochs(t, &train_time, &eval_time, &samples, &last_acc);
+    int rc = t->o.elastic ? elastic_epochs(t, &train_time, &eval_time, &samples, &last_acc)
+                          : epochs(t, &train_time, &eval_time, &samples, &last_acc);
     if (rc) return rc;
     if (t->rank == 0) {
         double n = t->t.steps ? (double)t->t.steps : 1.0;

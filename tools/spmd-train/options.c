@@ -65,6 +65,8 @@ static void usage(FILE *f) {
         "  --sync-bn            BatchNorm layers use the global batch's statistics (SyncBatchNorm)\n"
         "  --check-sync         at the end, fail unless every rank holds identical parameters\n"
         "                       and optimizer state (and BatchNorm buffers with --sync-bn)\n"
+        "  --elastic            a lost rank costs at most one step: the others shrink and go on\n"
+        "                       (spmdrun --on-failure shrink; docs/RELIABILITY.md)\n"
         "\n"
         "Model parallelism (--pp or --tp > 1, or --zero; the world is dp x pp x tp, docs/PARALLEL.md):\n"
         "  --pp N               pipeline stages                          (1)\n"
@@ -220,6 +222,7 @@ int train_parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--sync-bn") == 0) o->sync_bn = 1;
         else if (strcmp(a, "--check-sync") == 0) o->check_sync = 1;
         else if (strcmp(a, "--zero") == 0) o->zero = 1;
+        else if (strcmp(a, "--elastic") == 0) o->elastic = 1;
         else if (!v) {
             fprintf(stderr, "spmd-train: unknown option or missing value: %s (see --help)\n", a);
             return -1;
@@ -323,6 +326,7 @@ int train_parse_args(int argc, char **argv, options *o) {
         return -1;
     }
     if (train_is_parallel(o) && check_parallel(o, seen_sync)) return -1;
+    if (elastic_check_options(o)) return -1;
     /* files written at the end: refuse now, not after the training */
     if (check_output_file("--plot", o->plot) || check_output_file("--save-model", o->save_model)) return -1;
     return 0;

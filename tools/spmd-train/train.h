@@ -54,6 +54,7 @@ typedef struct {
     int sync_bn;
     int check_sync;
     int lr_linear;           /* the learning rate scales with the number of replicas */
+    int elastic;             /* --elastic: survive lost ranks in place (elastic.c) */
     const char *save_model;  /* --save-model: the trained state_dict (spmd_model_save) */
     const char *load_model;  /* --load-model: start from this state_dict (spmd_model_load) */
     /* model parallelism (parallel.c) */
@@ -65,6 +66,8 @@ typedef struct {
 int train_parse_args(int argc, char **argv, options *o);
 /* The model-parallel trainer runs: --pp or --tp > 1, or --zero. */
 int train_is_parallel(const options *o);
+/* --elastic's refusals and what it implies (elastic.c): 0, or -1 (said why). */
+int elastic_check_options(options *o);
 
 /* ---- the data (input.c) ------------------------------------------------------ */
 

@@ -251,8 +251,9 @@ const char *sr_help_text(void) {
            "                            keep_alive_max_attempt, is_host\n"
            "  --standalone              single node; the store on a free local port\n"
            "  --max-restarts K          restart the worker group up to K times (default 0)\n"
-           "  --on-failure restart|shrink  shrink: a worker killed by a signal leaves the others\n"
-           "                            running (they recover with spmd_group_shrink)\n"
+           "  --on-failure restart|shrink|replace  shrink: a worker killed by a signal leaves\n"
+           "                            the others running (they recover with spmd_group_shrink);\n"
+           "                            replace: and a new worker with SPMD_JOIN=1 joins them\n"
            "  --monitor-interval SEC    how often the agent checks on other nodes (default 0.1)\n"
            "  --role NAME               ROLE_NAME of the workers (default 'default')\n"
            "  --log-dir DIR             write <DIR>/<run-id>/attempt_<k>/<rank>/std{out,err}.log\n"
@@ -358,8 +359,8 @@ static int apply(sr_config *cfg, parse_state *ps, const opt_def *o, const char *
     case O_ON_FAILURE:
         if (!strcmp(val, "restart")) cfg->on_failure_shrink = 0;
         else if (!strcmp(val, "shrink")) cfg->on_failure_shrink = 1;
-        else
-            return fail(err, errlen, "%s: '%s' is not one of restart, shrink (replace is not built yet)", who, val);
+        else if (!strcmp(val, "replace")) cfg->on_failure_shrink = SR_ON_FAILURE_REPLACE;
+        else return fail(err, errlen, "%s: '%s' is not one of restart, shrink, replace", who, val);
         break;
     case O_MONITOR: {
         char *end = NULL;

@@ -33,6 +33,8 @@
 /* --redirects / --tee: a mode (bit 0 stdout, bit 1 stderr) for every local
  * rank, or a per-rank map ("0:3,1:0"; ranks not listed get 0). */
 enum { SR_STD_NONE = 0, SR_STD_OUT = 1, SR_STD_ERR = 2, SR_STD_ALL = 3 };
+#define SR_ON_FAILURE_REPLACE 2
+
 typedef struct {
     int dflt;
     int n;
@@ -52,7 +54,8 @@ typedef struct {
     const char *rdzv_backend;      /* "static" or "c10d" */
     int standalone;
     int max_restarts;
-    int on_failure_shrink;         /* --on-failure shrink: a worker killed by a signal does not end the attempt */
+    int on_failure_shrink;         /* --on-failure shrink: a worker killed by a signal does not end the attempt;
+                                      SR_ON_FAILURE_REPLACE: and a new one joins in its place */
     long monitor_interval_ms;
     const char *log_dir;           /* NULL: none (a temporary one if files are asked for) */
     sr_std redirects, tee;

@@ -68,6 +68,7 @@ typedef struct {
     int root;            /* index of the first failure, -1 none */
     int lost;            /* --on-failure shrink: workers killed while the others went on */
     int lost_first;      /* index of the first of them, -1 none */
+    int replaced;        /* --on-failure replace: of them, replaced by a joining worker */
     int root_stopped;    /* the root cause is a worker that was stopped, not one that exited */
     int *others;         /* indices of other failures */
     int nothers, others_cap;
@@ -225,6 +226,43 @@ static int reap_one(attempt *at, int i) {
     return failed_status(st);
 }
 
+/* Add "NAME=value" at the end of a worker's environment; -1 when out of memory. */
+static int env_append(char ***env, const char *kv) {
+    size_t n = 0;
+    while (*env && (*env)[n]) n++;
+    char **e = *env ? realloc(*env, (n + 2) * sizeof *e) : NULL;
+    if (!e) return -1;
+    *env = e;
+    e[n + 1] = NULL;
+    return (e[n] = strdup(kv)) ? 0 : -1;
+}
+
+static int spawn_one(attempt *at, int i, char *err, size_t errlen);
+static int check_exec(attempt *at, int i, char *err, size_t errlen);
+
+/* --on-failure replace: start a new process in lost worker i's place, with
+ * SPMD_JOIN=1: it joins the survivors' group (spmd_group_join) when they next
+ * grow, and gets its rank from them.  On failure it is said, and the others
+ * go on without it. */
+static void replace_worker(attempt *at, int i) {
+    worker *w = &at->w[i];
+    char err[512] = "";
+    /* the lost worker's output so far, then fresh streams */
+    sr_stream_close(&w->out);
+    sr_stream_close(&w->err);
+    sr_stream_free(&w->out);
+    sr_stream_free(&w->err);
+    w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
+    if (env_append(&w->env, "SPMD_JOIN=1") < 0) snprintf(err, sizeof err, "out of memory");
+    else if (spawn_one(at, i, err, sizeof err) == 0 && check_exec(at, i, err, sizeof err) == 0) {
+        at->replaced++;
+        fprintf(stderr, "spmdrun: started pid %d in its place (SPMD_JOIN=1: it joins the others' group)\n",
+                (int)w->pid);
+        return;
+    }
+    fprintf(stderr, "spmdrun: cannot start a replacement for rank %d: %s; the others go on without it\n", w->rank, err);
+}
+
 /* --on-failure shrink: a worker killed by a signal is lost, and the others
  * go on (their groups fail, they shrink); it is taken out of the batch and
  * said.  A worker that exits with an error still ends the attempt.  Returns
@@ -238,9 +276,11 @@ static int lose_killed(attempt *at, int *batch, int nb) {
             continue;
         }
         if (!at->lost++) at->lost_first = batch[k];
-        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure shrink: the "
+        int replace = at->a->cfg->on_failure_shrink == SR_ON_FAILURE_REPLACE;
+        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure %s: the "
                         "other workers go on\n", w->rank, (int)w->pid, WTERMSIG(w->status), strsignal(WTERMSIG(w->status)),
-                w->when);
+                w->when, replace ? "replace" : "shrink");
+        if (replace) replace_worker(at, batch[k]);
     }
     return left;
 }
@@ -322,98 +362,108 @@ static void reap(attempt *at) {
     begin_failed_stop(at);
 }
 
-static int spawn_all(attempt *at, char *err, size_t errlen) {
+/* Start worker i (its env and argv built); its execve is checked by
+ * check_exec.  -1 (err says why) on failure. */
+static int spawn_one(attempt *at, int i, char *err, size_t errlen) {
     sr_agent *a = at->a;
     const sr_config *cfg = a->cfg;
     char dir[4200] = "";
     pid_t self = getpid();
-    for (int i = 0; i < at->n; i++) {
-        worker *w = &at->w[i];
-        int file_mask, console_mask;
-        stream_targets(cfg, i, &file_mask, &console_mask);
-        int out_file = -1, err_file = -1;
-        if (file_mask && a->log_root[0]) {
-            /* attempt_<k>/<rank>: the local rank on one node as torchrun has it; the
-             * global rank keeps several nodes apart on a shared file system. */
-            snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count,
-                     w->rank);
-            if (make_dirs(dir) < 0) {
-                snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
-                return -1;
-            }
-            if ((file_mask & SR_STD_OUT) && (out_file = open_log(dir, "stdout.log", err, errlen)) < 0)
-                return -1;
-            if ((file_mask & SR_STD_ERR) && (err_file = open_log(dir, "stderr.log", err, errlen)) < 0) {
-                if (out_file >= 0) close(out_file);
-                return -1;
-            }
+    worker *w = &at->w[i];
+    int file_mask, console_mask;
+    stream_targets(cfg, i, &file_mask, &console_mask);
+    int out_file = -1, err_file = -1;
+    if (file_mask && a->log_root[0]) {
+        /* attempt_<k>/<rank>: the local rank on one node as torchrun has it; the
+         * global rank keeps several nodes apart on a shared file system. */
+        snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, at->as->restart_count,
+                 w->rank);
+        if (make_dirs(dir) < 0) {
+            snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(errno));
+            return -1;
         }
-        char prefix[24] = "";
-        if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
-        /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
-         * stream, so a tool's output keeps its format.  Not tee'd and the
-         * console a terminal: the worker writes to the terminal itself (it
-         * sees a terminal: progress lines work); else the agent still passes
-         * whole lines, so ranks never mix inside a line.  stderr keeps the
-         * prefix: the agent reads it for the failure report anyway. */
-        int out_teed = (file_mask & SR_STD_OUT) != 0;
-        int direct_out = (console_mask & SR_STD_OUT) && !out_teed && isatty(STDOUT_FILENO);
-        int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
-        if ((!direct_out && pipe2(po, O_CLOEXEC) < 0) || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
-            snprintf(err, errlen, "pipe: %s", strerror(errno));
-            for (int k = 0; k < 2; k++) {
-                if (po[k] >= 0) close(po[k]);
-                if (pe[k] >= 0) close(pe[k]);
-                if (px[k] >= 0) close(px[k]);
-            }
+        if ((file_mask & SR_STD_OUT) && (out_file = open_log(dir, "stdout.log", err, errlen)) < 0)
+            return -1;
+        if ((file_mask & SR_STD_ERR) && (err_file = open_log(dir, "stderr.log", err, errlen)) < 0) {
             if (out_file >= 0) close(out_file);
-            if (err_file >= 0) close(err_file);
             return -1;
         }
-        if (po[0] >= 0) fcntl(po[0], F_SETFL, O_NONBLOCK);
-        fcntl(pe[0], F_SETFL, O_NONBLOCK);
-        /* Streams own the read ends and files from here on. */
-        if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, out_teed ? prefix : "", 0) ||
-            sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
-            snprintf(err, errlen, "out of memory");
-            if (po[1] >= 0) close(po[1]);
-            close(pe[1]);
-            close(px[0]);
-            close(px[1]);
-            return -1;
+    }
+    char prefix[24] = "";
+    if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
+    /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
+     * stream, so a tool's output keeps its format.  Not tee'd and the
+     * console a terminal: the worker writes to the terminal itself (it
+     * sees a terminal: progress lines work); else the agent still passes
+     * whole lines, so ranks never mix inside a line.  stderr keeps the
+     * prefix: the agent reads it for the failure report anyway. */
+    int out_teed = (file_mask & SR_STD_OUT) != 0;
+    int direct_out = (console_mask & SR_STD_OUT) && !out_teed && isatty(STDOUT_FILENO);
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
+    if ((!direct_out && pipe2(po, O_CLOEXEC) < 0) || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        for (int k = 0; k < 2; k++) {
+            if (po[k] >= 0) close(po[k]);
+            if (pe[k] >= 0) close(pe[k]);
+            if (px[k] >= 0) close(px[k]);
         }
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) child_exec(a, w, self, direct_out ? STDOUT_FILENO : po[1], pe[1], px[1]);
+        if (out_file >= 0) close(out_file);
+        if (err_file >= 0) close(err_file);
+        return -1;
+    }
+    if (po[0] >= 0) fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    /* Streams own the read ends and files from here on. */
+    if (sr_stream_init(&w->out, po[0], (console_mask & SR_STD_OUT) ? 1 : -1, out_file, out_teed ? prefix : "", 0) ||
+        sr_stream_init(&w->err, pe[0], (console_mask & SR_STD_ERR) ? 2 : -1, err_file, prefix, 1)) {
+        snprintf(err, errlen, "out of memory");
         if (po[1] >= 0) close(po[1]);
         close(pe[1]);
+        close(px[0]);
         close(px[1]);
-        if (pid < 0) {
-            snprintf(err, errlen, "fork: %s", strerror(errno));
-            close(px[0]);
-            return -1;
-        }
-        setpgid(pid, pid); /* also done by the child; whichever runs first wins */
-        w->pid = pid;
-        w->running = 1;
-        w->exec_fd = px[0];
-        sr_guard_add(a, pid);
+        return -1;
     }
-    /* Did every execve() succeed?  The status pipe closes on exec (EOF) or
-     * carries errno. */
-    for (int i = 0; i < at->n; i++) {
-        worker *w = &at->w[i];
-        int e = 0;
-        ssize_t got;
-        do got = read(w->exec_fd, &e, sizeof e);
-        while (got < 0 && errno == EINTR);
-        close(w->exec_fd);
-        w->exec_fd = -1;
-        if (got == (ssize_t)sizeof e) {
-            snprintf(err, errlen, "cannot execute %s: %s", a->prog, strerror(e));
-            return -1;
-        }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) child_exec(a, w, self, direct_out ? STDOUT_FILENO : po[1], pe[1], px[1]);
+    if (po[1] >= 0) close(po[1]);
+    close(pe[1]);
+    close(px[1]);
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(px[0]);
+        return -1;
     }
+    setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+    w->pid = pid;
+    w->running = 1;
+    w->exec_fd = px[0];
+    sr_guard_add(a, pid);
+    return 0;
+}
+
+/* Did worker i's execve() succeed?  The status pipe closes on exec (EOF) or
+ * carries errno. */
+static int check_exec(attempt *at, int i, char *err, size_t errlen) {
+    worker *w = &at->w[i];
+    int e = 0;
+    ssize_t got;
+    do got = read(w->exec_fd, &e, sizeof e);
+    while (got < 0 && errno == EINTR);
+    close(w->exec_fd);
+    w->exec_fd = -1;
+    if (got == (ssize_t)sizeof e) {
+        snprintf(err, errlen, "cannot execute %s: %s", at->a->prog, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+static int spawn_all(attempt *at, char *err, size_t errlen) {
+    for (int i = 0; i < at->n; i++)
+        if (spawn_one(at, i, err, errlen) < 0) return -1;
+    for (int i = 0; i < at->n; i++)
+        if (check_exec(at, i, err, errlen) < 0) return -1;
     return 0;
 }
 
@@ -444,7 +494,9 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
         w->rank = as->rank_offset + i;
         w->exec_fd = -1;
         w->out.fd = w->err.fd = w->out.file_fd = w->err.file_fd = -1;
+        /* SPMD_ON_FAILURE=replace: the workers may wait for the replacements */
         if (!(w->env = sr_env_build(environ, a->cfg, as, i, a->set_omp)) || sr_flight_env(a, &w->env) < 0 ||
+            (a->cfg->on_failure_shrink == SR_ON_FAILURE_REPLACE && env_append(&w->env, "SPMD_ON_FAILURE=replace") < 0) ||
             !(w->argv = sr_argv_build(a->cfg, i))) {
             snprintf(spawn_err, sizeof spawn_err, "out of memory");
             break;
@@ -575,7 +627,10 @@ sr_attempt_result sr_supervise(sr_agent *a, const sr_assignment *as, sr_tick_fn 
     if (at.lost && at.result == SR_ATTEMPT_OK) {
         int finished = 0;
         for (int i = 0; i < at.n; i++) finished += !failed_status(at.w[i].status);
-        if (finished) {
+        if (finished && at.replaced) {
+            fprintf(stderr, "spmdrun: %d worker(s) lost, %d replaced; %d finished (--on-failure replace)\n", at.lost,
+                    at.replaced, finished);
+        } else if (finished) {
             fprintf(stderr, "spmdrun: %d worker(s) lost, the other %d finished (--on-failure shrink)\n", at.lost,
                     finished);
         } else { /* nobody went on: the first loss is the failure */

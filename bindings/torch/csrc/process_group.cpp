@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "tensors.hpp"
@@ -12,6 +13,13 @@
 namespace spmd_torch {
 
 using c10d::OpType;
+
+bool GroupState::anyRunning() {
+  std::lock_guard<std::mutex> lock(mu);
+  for (WorkSpmd* w : works)
+    if (w->running()) return true;
+  return false;
+}
 
 GroupState::~GroupState() {
   spmd_group_destroy(group);
@@ -21,7 +29,7 @@ GroupState::~GroupState() {
 
 ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout)
-    : BackendBase(rank, size) {
+    : BackendBase(rank, size), timeout_(timeout) {
   TORCH_CHECK(store, "spmd: no store given");
   auto state = std::make_shared<GroupState>();
   Rendezvous r = rendezvous(*store, rank, size, timeout);
@@ -44,17 +52,20 @@ ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupSpmd::~ProcessGroupSpmd() {
-  // Operations still queued would wait for ranks that may never issue them:
-  // break the group so they fail at once, then drain.
-  if (!completer_->idle())
+  // Operations still running would wait for ranks that may never issue them
+  // (a Work kept by Python keeps the spmd group): break the group so they
+  // fail at once, then drain.
+  if (!completer_->idle() || state_->anyRunning())
     spmd_group_abort(group_, "the torch process group was destroyed with operations pending");
   completer_->stop();
 }
 
 ProcessGroupSpmd::WorkPtr ProcessGroupSpmd::newWork(OpType op, const char* what,
-                                                   std::vector<at::Tensor> outputs) {
+                                                   std::vector<at::Tensor> outputs,
+                                                   std::chrono::milliseconds timeout) {
   auto w = c10::make_intrusive<WorkSpmd>(rank_, op, what, std::move(outputs));
   w->keepGroup(state_);
+  w->setTimeout(timeout);
   return w;
 }
 
@@ -80,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::issued(const WorkPtr& w, spmd_s
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
-  auto w = newWork(OpType::BROADCAST, "broadcast", tensors);
+  auto w = newWork(OpType::BROADCAST, "broadcast", tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_broadcast_async(group_, t.data_ptr(), t.nbytes(), SPMD_U8,
                                      (int)opts.rootRank, nullptr, &h_), true);
 }
@@ -90,29 +101,49 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, "allreduce");
   spmd_dtype dt = reduceDtype(t, "allreduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "allreduce");
-  auto w = newWork(OpType::ALLREDUCE, "allreduce", tensors);
+  auto w = newWork(OpType::ALLREDUCE, "allreduce", tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_all_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt,
                                       op, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const char* what = "allreduce_coalesced";
   TORCH_CHECK(!tensors.empty(), "spmd allreduce_coalesced: no tensors");
+  // One flat buffer and one all_reduce per dtype, in the order the dtypes
+  // first appear (the same on every rank: the ranks pass the same list).
+  std::vector<std::vector<at::Tensor>> byType;
   for (const at::Tensor& t : tensors) {
-    checkTensor(t, "allreduce_coalesced");
-    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
-                "spmd allreduce_coalesced: tensors must share one dtype (", t.scalar_type(),
-                " and ", tensors[0].scalar_type(), ")");
+    checkTensor(t, what);
+    auto it = std::find_if(byType.begin(), byType.end(), [&](const std::vector<at::Tensor>& g) {
+      return g[0].scalar_type() == t.scalar_type();
+    });
+    if (it == byType.end())
+      byType.push_back({t});
+    else
+      it->push_back(t);
   }
-  at::Tensor flat = flatten(tensors);
-  spmd_dtype dt = reduceDtype(flat, "allreduce_coalesced");
-  spmd_op op = reduceOp(opts.reduceOp, flat, "allreduce_coalesced");
-  auto w = newWork(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors);
-  w->keepAlive(flat);
-  std::vector<at::Tensor> outs = tensors;
-  w->onSuccess([flat, outs] { unflatten(flat, outs); });
-  SPMD_ISSUE(w, spmd_all_reduce_async(group_, flat.data_ptr(), flat.data_ptr(),
-                                      (size_t)flat.numel(), dt, op, nullptr, &h_), true);
+  std::vector<at::Tensor> flats;
+  std::vector<spmd_dtype> dts;
+  std::vector<spmd_op> ops;
+  for (const auto& g : byType) {
+    flats.push_back(flatten(g));
+    dts.push_back(reduceDtype(flats.back(), what));
+    ops.push_back(reduceOp(opts.reduceOp, flats.back(), what));
+  }
+  auto w = newWork(OpType::ALLREDUCE_COALESCED, what, tensors, opts.timeout);
+  for (const at::Tensor& f : flats) w->keepAlive(f);
+  w->onSuccess([flats, byType] {
+    for (size_t i = 0; i < flats.size(); i++) unflatten(flats[i], byType[i]);
+  });
+  for (size_t i = 0; i < flats.size(); i++) {
+    spmd_work* h = nullptr;
+    spmd_status st = spmd_all_reduce_async(group_, flats[i].data_ptr(), flats[i].data_ptr(),
+                                           (size_t)flats[i].numel(), dts[i], ops[i], nullptr, &h);
+    if (h) w->addHandle(h);
+    if (st != SPMD_OK) return issued(w, st, true);
+  }
+  return issued(w, SPMD_OK, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce(std::vector<at::Tensor>& tensors,
@@ -120,21 +151,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce(std::vector<at::Tensor>&
   const at::Tensor& t = single(tensors, "reduce");
   spmd_dtype dt = reduceDtype(t, "reduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "reduce");
-  auto w = newWork(OpType::REDUCE, "reduce", tensors);
+  auto w = newWork(OpType::REDUCE, "reduce", tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt, op,
                                   (int)opts.rootRank, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   const at::Tensor& in = single(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1 && (int)outputs[0].size() == size_,
               "spmd allgather: expected one output list of ", size_, " tensors");
   checkSameShape(outputs[0], in, "allgather");
   std::vector<void*> bufs;
   for (at::Tensor& o : outputs[0]) bufs.push_back(o.data_ptr());
-  auto w = newWork(OpType::ALLGATHER, "allgather", outputs[0]);
+  auto w = newWork(OpType::ALLGATHER, "allgather", outputs[0], opts.timeout);
   w->keepAlive(in);
   SPMD_ISSUE(w, spmd_all_gather_list_async(group_, in.data_ptr(), bufs.data(), in.nbytes(),
                                            SPMD_U8, nullptr, &h_), true);
@@ -142,14 +173,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_allgather_base(at::Tensor& output,
                                                                  at::Tensor& input,
-                                                                 const c10d::AllgatherOptions&) {
+                                                                 const c10d::AllgatherOptions& opts) {
   checkTensor(input, "_allgather_base");
   checkTensor(output, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
                   output.numel() == input.numel() * size_,
               "spmd _allgather_base: the output must hold world_size (", size_,
               ") times the input's elements, of the same dtype");
-  auto w = newWork(OpType::_ALLGATHER_BASE, "_allgather_base", {output});
+  auto w = newWork(OpType::_ALLGATHER_BASE, "_allgather_base", {output}, opts.timeout);
   w->keepAlive(input);
   SPMD_ISSUE(w, spmd_all_gather_async(group_, input.data_ptr(), output.data_ptr(), input.nbytes(),
                                       SPMD_U8, nullptr, &h_), true);
@@ -157,7 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_allgather_base(at::Tensor& out
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(!inputs.empty(), "spmd allgather_coalesced: no tensors");
   TORCH_CHECK((int)outputs.size() == size_, "spmd allgather_coalesced: expected ", size_,
               " output lists");
@@ -170,7 +201,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_coalesced(
   at::Tensor all = at::empty({flat.numel() * size_}, flat.options());
   std::vector<at::Tensor> outs;
   for (auto& list : outputs) outs.insert(outs.end(), list.begin(), list.end());
-  auto w = newWork(OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs);
+  auto w = newWork(OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs, opts.timeout);
   w->keepAlive(flat);
   w->keepAlive(all);
   w->onSuccess([all, outs] { unflatten(all, outs); });
@@ -196,7 +227,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::gather(
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "spmd gather: only the root (", root, ") takes output tensors");
   }
-  auto w = newWork(OpType::GATHER, "gather", outs);
+  auto w = newWork(OpType::GATHER, "gather", outs, opts.timeout);
   w->keepAlive(in);
   if (all.defined()) {
     w->keepAlive(all);
@@ -222,7 +253,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::scatter(
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "spmd scatter: only the root (", root, ") takes input tensors");
   }
-  auto w = newWork(OpType::SCATTER, "scatter", outputs);
+  auto w = newWork(OpType::SCATTER, "scatter", outputs, opts.timeout);
   if (all.defined()) w->keepAlive(all);
   SPMD_ISSUE(w, spmd_scatter_async(group_, all.defined() ? all.data_ptr() : nullptr,
                                    out.data_ptr(), out.nbytes(), SPMD_U8, root, nullptr, &h_),
@@ -239,7 +270,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter(
   spmd_dtype dt = reduceDtype(out, "reduce_scatter");
   spmd_op op = reduceOp(opts.reduceOp, out, "reduce_scatter");
   at::Tensor all = flatten(inputs[0]);
-  auto w = newWork(OpType::REDUCE_SCATTER, "reduce_scatter", outputs);
+  auto w = newWork(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, opts.timeout);
   w->keepAlive(all);
   SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, all.data_ptr(), out.data_ptr(),
                                           (size_t)out.numel(), dt, op, nullptr, &h_), true);
@@ -255,7 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_reduce_scatter_base(
               ") times the output's elements, of the same dtype");
   spmd_dtype dt = reduceDtype(output, "_reduce_scatter_base");
   spmd_op op = reduceOp(opts.reduceOp, output, "_reduce_scatter_base");
-  auto w = newWork(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output});
+  auto w = newWork(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output}, opts.timeout);
   w->keepAlive(input);
   SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, input.data_ptr(), output.data_ptr(),
                                           (size_t)output.numel(), dt, op, nullptr, &h_), true);
@@ -275,7 +306,7 @@ void checkPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Te
 // One spmd collective per pair, issued in order on one work.
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   const char* what = "allgather_into_tensor_coalesced";
   checkPairs(outputs, inputs, what);
   for (size_t i = 0; i < inputs.size(); i++) {
@@ -286,7 +317,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_into_tensor_coalesced
                 "spmd ", what, ": output ", i, " must hold world_size (", size_,
                 ") times input ", i, "'s elements, of the same dtype");
   }
-  auto w = newWork(OpType::COALESCED, what, outputs);
+  auto w = newWork(OpType::COALESCED, what, outputs, opts.timeout);
   for (size_t i = 0; i < inputs.size(); i++) {
     w->keepAlive(inputs[i]);
     spmd_work* h = nullptr;
@@ -315,7 +346,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter_tensor_coalesced
     dts.push_back(reduceDtype(outputs[i], what));
     ops.push_back(reduceOp(opts.reduceOp, outputs[i], what));
   }
-  auto w = newWork(OpType::COALESCED, what, outputs);
+  auto w = newWork(OpType::COALESCED, what, outputs, opts.timeout);
   for (size_t i = 0; i < inputs.size(); i++) {
     w->keepAlive(inputs[i]);
     spmd_work* h = nullptr;
@@ -355,12 +386,12 @@ void splitBytes(const at::Tensor& t, const std::vector<int64_t>& splits, int siz
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
-    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions&) {
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
   checkTensor(input, "alltoall_base");
   checkTensor(output, "alltoall_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "spmd alltoall_base: dtypes differ (",
               input.scalar_type(), " in, ", output.scalar_type(), " out)");
-  auto w = newWork(OpType::ALLTOALL_BASE, "alltoall_base", {output});
+  auto w = newWork(OpType::ALLTOALL_BASE, "alltoall_base", {output}, opts.timeout);
   w->keepAlive(input);
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(input.numel() == output.numel() && input.nbytes() % size_ == 0,
@@ -379,7 +410,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall_base(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
-                                                          const c10d::AllToAllOptions&) {
+                                                          const c10d::AllToAllOptions& opts) {
   TORCH_CHECK((int)outputs.size() == size_ && (int)inputs.size() == size_,
               "spmd alltoall: expected ", size_, " input and output tensors");
   std::vector<size_t> sc, sd, rc, rd;
@@ -399,7 +430,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor
   }
   at::Tensor in = flatten(inputs);
   at::Tensor out = at::empty({(int64_t)(roff / inputs[0].element_size())}, in.options());
-  auto w = newWork(OpType::ALLTOALL, "alltoall", outputs);
+  auto w = newWork(OpType::ALLTOALL, "alltoall", outputs, opts.timeout);
   w->keepAlive(in);
   w->keepAlive(out);
   std::vector<at::Tensor> outs = outputs;
@@ -409,8 +440,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor
                                         &h_), true);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::barrier(const c10d::BarrierOptions&) {
-  auto w = newWork(OpType::BARRIER, "barrier", {});
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::barrier(const c10d::BarrierOptions& opts) {
+  auto w = newWork(OpType::BARRIER, "barrier", {}, opts.timeout);
   SPMD_ISSUE(w, spmd_barrier_async(group_, nullptr, &h_), true);
 }
 

@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "torch_compat.hpp"
 #include "work.hpp"
@@ -20,6 +22,12 @@ struct GroupState {
   spmd_store_server* server = nullptr;  // group rank 0 hosts the rendezvous store
   spmd_store* store = nullptr;
   spmd_group* group = nullptr;
+  // The works alive on the group (each registers itself while it lives), so
+  // that destroying the process group can tell whether an operation is
+  // still running.
+  std::mutex mu;
+  std::unordered_set<WorkSpmd*> works;
+  bool anyRunning();
   ~GroupState();
 };
 
@@ -68,6 +76,10 @@ class ProcessGroupSpmd : public BackendBase {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // torch's monitored_barrier (monitored_barrier.cpp): a barrier through rank
+  // 0 with a deadline (opts.timeout, else the group's) that names the ranks
+  // that did not arrive, as gloo's does.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
@@ -89,13 +101,17 @@ class ProcessGroupSpmd : public BackendBase {
 
  private:
   using WorkPtr = c10::intrusive_ptr<WorkSpmd>;
-  WorkPtr newWork(c10d::OpType op, const char* what, std::vector<at::Tensor> outputs);
+  // timeout: the operation's own (its options'); kUnsetTimeout for none.
+  WorkPtr newWork(c10d::OpType op, const char* what, std::vector<at::Tensor> outputs,
+                  std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
   // Check an issue call's status; on failure the work fails with the group's
   // message.  Returns the work, queued on the completer (collectives).
   c10::intrusive_ptr<c10d::Work> issued(const WorkPtr& w, spmd_status st, bool collective);
 
   std::shared_ptr<GroupState> state_;
   spmd_group* group_ = nullptr;  // state_->group
+  std::chrono::milliseconds timeout_;  // the group's (init_process_group's timeout)
+  unsigned monitoredBarriers_ = 0;  // how many this rank entered (their tags differ)
   std::shared_ptr<Completer> completer_;
 };
 

@@ -1,5 +1,6 @@
 // work.cpp — WorkSpmd and the completer thread (see work.hpp).
 #include "work.hpp"
+#include "process_group.hpp"
 #include <Python.h>
 
 #include <ATen/core/jit_type.h>
@@ -48,9 +49,25 @@ WorkSpmd::WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::
 }
 
 WorkSpmd::~WorkSpmd() {
+  if (group_) {
+    std::lock_guard<std::mutex> lock(group_->mu);
+    group_->works.erase(this);
+  }
   // spmd_work_free waits for a running operation (or cancels an unmatched
   // receive), so a dropped Work never leaves spmd writing into freed tensors.
   for (spmd_work* h : handles_) spmd_work_free(h);
+}
+
+void WorkSpmd::keepGroup(std::shared_ptr<GroupState> g) {
+  group_ = std::move(g);
+  std::lock_guard<std::mutex> lock(group_->mu);
+  group_->works.insert(this);
+}
+
+bool WorkSpmd::running() {
+  for (spmd_work* h : handles_)
+    if (spmd_work_test(h) == SPMD_ERR_AGAIN) return true;
+  return false;
 }
 
 bool WorkSpmd::drive() {
@@ -58,6 +75,15 @@ bool WorkSpmd::drive() {
   if (!claimed_.compare_exchange_strong(expected, true)) return false;
   std::string err;
   for (spmd_work* h : handles_) {
+    if (!awaitHandle(h)) {
+      // Past the operation's own timeout: the ranks are out of step for
+      // good, so break the group (this and every later operation on every
+      // rank fails at once instead of waiting for the group's deadline).
+      std::string why = std::string("spmd ") + what_ + " timed out after " +
+                        std::to_string(timeout_.count()) + " ms (the operation's timeout)";
+      if (err.empty()) err = why + "; the process group is aborted";
+      spmd_group_abort(group_->group, why.c_str());
+    }
     spmd_status st = spmd_work_wait(h, -1);
     if (st != SPMD_OK && err.empty()) {
       err = std::string("spmd ") + what_ + " failed: " + spmd_work_errmsg(h) + " (" +
@@ -75,6 +101,26 @@ bool WorkSpmd::drive() {
   }
   if (!err.empty()) e = std::make_exception_ptr(std::runtime_error(err));
   finishWith(e);
+  return true;
+}
+
+void WorkSpmd::setTimeout(std::chrono::milliseconds t) {
+  if (t.count() < 0 || !group_) return;  // kUnsetTimeout: the group's deadline
+  timeout_ = t;
+  deadline_ = std::chrono::steady_clock::now() + t;
+}
+
+bool WorkSpmd::awaitHandle(spmd_work* h) {
+  if (timeout_.count() < 0) return true;  // spmd_work_wait applies the group's deadline
+  // With a deadline of its own the work is left to spmd's executor (waiting
+  // in spmd_work_wait would run it on this thread, bound by the group's
+  // deadline only) and watched with short naps.
+  auto nap = std::chrono::microseconds(10);
+  while (spmd_work_test(h) == SPMD_ERR_AGAIN) {
+    if (std::chrono::steady_clock::now() >= deadline_) return false;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
   return true;
 }
 
@@ -105,6 +151,8 @@ void WorkSpmd::awaitPassively() {
   auto nap = std::chrono::microseconds(10);
   for (spmd_work* h : handles_) {
     while (!claimed_ && spmd_work_test(h) == SPMD_ERR_AGAIN) {
+      // past its own timeout: drive() fails it
+      if (timeout_.count() >= 0 && std::chrono::steady_clock::now() >= deadline_) return;
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(500));
     }
@@ -117,6 +165,11 @@ bool WorkSpmd::isCompleted() {
     if (completed_) return true;
   }
   if (claimed_) return false;
+  if (timeout_.count() >= 0 && std::chrono::steady_clock::now() >= deadline_) {
+    drive();  // past its own timeout: fails it (quick: the group is aborted)
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_;
+  }
   for (spmd_work* h : handles_)
     if (spmd_work_test(h) == SPMD_ERR_AGAIN) return false;
   drive();  // every handle is done: finishing is quick

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -17,6 +18,8 @@
 #include <vector>
 
 namespace spmd_torch {
+
+struct GroupState;
 
 // One torch operation: zero or more spmd handles (issued in order), the
 // tensors the op writes (its result), buffers that must live until it ends,
@@ -31,7 +34,15 @@ class WorkSpmd : public c10d::Work {
   void onSuccess(std::function<void()> fn) { post_ = std::move(fn); }
   // The spmd group must outlive every handle on it (a Work may outlive its
   // process group in Python).
-  void keepGroup(std::shared_ptr<void> g) { group_ = std::move(g); }
+  // The work registers itself with the group's state until it is freed.
+  void keepGroup(std::shared_ptr<GroupState> g);
+  // Is an spmd operation of this work still running?
+  bool running();
+  // The operation's own timeout (the options' `timeout`, kUnsetTimeout:
+  // none, the group's deadline applies): past it the work fails with a
+  // timeout error and the group is aborted, as a timed-out collective leaves
+  // the ranks out of step.
+  void setTimeout(std::chrono::milliseconds t);
   // Collectives: the completer that completes the future, used only once
   // getFuture() is called (a blocking dist.all_reduce never wakes it).
   void setCompleter(const std::shared_ptr<class Completer>& c) { completer_ = c; }
@@ -57,12 +68,18 @@ class WorkSpmd : public c10d::Work {
 
  private:
   void finishWith(std::exception_ptr e);
+  // Wait for h, within the operation's deadline when it has one; false if
+  // the deadline passed first (h goes on).
+  bool awaitHandle(spmd_work* h);
+
+  std::chrono::milliseconds timeout_{-1};
+  std::chrono::steady_clock::time_point deadline_;
 
   std::string what_;
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> keep_;
   std::vector<spmd_work*> handles_;
-  std::shared_ptr<void> group_;
+  std::shared_ptr<GroupState> group_;
   std::function<void()> post_;
   std::atomic<bool> claimed_{false};
   std::weak_ptr<class Completer> completer_;

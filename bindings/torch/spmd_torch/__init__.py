@@ -7,6 +7,7 @@ Importing this module registers the backend name "spmd".  Under spmdrun, whose
 agent hosts an spmd store at MASTER_ADDR:MASTER_PORT (not a torch TCPStore),
 env:// and tcp:// rendezvous go through that store.
 """
+import datetime
 import importlib
 import os
 
@@ -68,3 +69,25 @@ class _ClassicTCPStore(dist.TCPStore):
 
 
 _rdzv._create_c10d_store = _create_c10d_store
+
+
+_torch_monitored_barrier = dist.monitored_barrier
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, for spmd's groups too: torch's
+    accepts gloo's alone (by name), though the operation is the backend's.
+    On spmd, timeout=None means the group's timeout (init_process_group's)."""
+    c10d = dist.distributed_c10d
+    pg = group if group is not None else c10d._get_default_group()
+    if c10d._rank_not_in_group(group) or dist.get_backend(pg) != "spmd":
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    if isinstance(timeout, (int, float)):
+        timeout = datetime.timedelta(seconds=timeout)  # as torch does
+    if timeout is None:
+        return pg.monitored_barrier(wait_all_ranks=wait_all_ranks)
+    return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
+dist.monitored_barrier = monitored_barrier
+dist.distributed_c10d.monitored_barrier = monitored_barrier

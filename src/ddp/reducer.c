@@ -1,4 +1,4 @@
-/* ddp.c — the gradient reducer of include/spmd/ddp.h: registration,
+/* reducer.c — the gradient reducer of include/spmd/ddp.h: registration,
  * finalize, the step, join (ddp_internal.h lists the other files).
  *
  *   backward:  grad_ready(9) grad_ready(8) ... grad_ready(0)
@@ -18,17 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll/reduce.h"
-#include "common/fnv.h"
 #include "common/seconds.h"
 #include "ddp_internal.h"
-
-spmd_status spmd__ddp_fail(spmd_ddp *d, spmd_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    spmd__vfail(d->err, sizeof d->err, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 const char *spmd_ddp_errmsg(const spmd_ddp *d) { return d ? d->err : "no reducer"; }
 double spmd_ddp_last_wait_seconds(const spmd_ddp *d) { return d ? d->last_wait : 0; }
@@ -114,10 +105,6 @@ spmd_status spmd_ddp_set_comm_hook(spmd_ddp *d, spmd_ddp_comm_hook hook, void *s
     d->hook_state = state;
     return SPMD_OK;
 }
-
-float *spmd__ddp_bucket_data(bucket *b) { return b->view ? b->view : b->flat; }
-
-uint64_t spmd__ddp_name_hash(const char *s) { return spmd__fnv1a64_str(SPMD__FNV64_OFFSET, s); }
 
 static spmd_status launch(spmd_ddp *d, bucket *b) {
     b->launched = 1;

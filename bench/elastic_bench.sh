@@ -1,0 +1,70 @@
+#!/bin/sh
+# elastic_bench.sh — what a lost rank costs (issue 25): spmd-train --elastic
+# under spmdrun --on-failure shrink against the torch way, torchrun
+# --max-restarts 1 with checkpoints (bench/elastic_torch.py), on the seed CNN
+# over Fashion-MNIST at world 4, one thread per rank.
+#
+#   bench/elastic_bench.sh [BUILD_DIR] [KILL_RANK] [KILL_AT] [EPOCHS]   (build 0 150 1)
+#
+# spmd: an unfaulted run, then the same seed with rank KILL_RANK SIGKILLing
+# itself as step KILL_AT begins (SPMD_TRAIN_KILL); printed: the time from the
+# kill to the survivors' first step after it (the kill's wall time against the
+# recovery line's), the steps lost (1 when the step in flight was redone, 0
+# when a survivor had committed it), the final test accuracy of both runs.
+# torch (when PYTHON has torch and torchrun runs): the same kill under
+# torchrun --max-restarts 1 with a checkpoint every CKPT_EVERY (100) steps:
+# the time from the kill to the restarted workers' resuming, the steps redone,
+# and the accuracy.  Take figures on a quiet machine only (check uptime).
+# SPMD_EXTRA adds spmd-train flags (a smoke run: SPMD_EXTRA="--train-samples 2048
+# --test-samples 500" with KILL_AT 10).
+set -u
+BUILD=${1:-build}
+VICTIM=${2:-0}
+AT=${3:-150}
+EPOCHS=${4:-1}
+CKPT_EVERY=${CKPT_EVERY:-100}
+PY=${PYTHON:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TRAIN="$BUILD/tools/spmd-train" RUN="$BUILD/tools/spmdrun"
+[ -x "$TRAIN" ] && [ -x "$RUN" ] || { echo "elastic_bench.sh: build first ($TRAIN, $RUN)" >&2; exit 1; }
+TMP=$(mktemp -d /tmp/elastic_bench.XXXXXX) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+echo "# $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); CNN, world 4, batch 16 per rank, $EPOCHS epoch(s)"
+
+spmd() {  # name [SPMD_TRAIN_KILL]
+    SPMD_TRAIN_KILL=${2:-} SPMD_HEARTBEAT_TIMEOUT=0 "$RUN" --standalone --nproc-per-node 4 --on-failure shrink \
+        "$TRAIN" --elastic --model cnn --batch-size 16 --epochs "$EPOCHS" --threads 1 --seed 1 \
+        --log-every 50 --check-sync ${SPMD_EXTRA:-} > "$TMP/$1.out" 2> "$TMP/$1.err"
+    echo $?
+}
+acc() { sed -n 's/.*test accuracy \([0-9.]*\) (evaluation.*/\1/p' "$1" | tail -1; }
+
+rc=$(spmd clean)
+[ "$rc" = 0 ] || { echo "the unfaulted run failed:"; tail -5 "$TMP/clean.err"; exit 1; }
+rc=$(spmd killed "$VICTIM:$AT")
+[ "$rc" = 0 ] || { echo "the faulted run failed:"; tail -5 "$TMP/killed.err"; exit 1; }
+kill_t=$(sed -n 's/.*SIGKILLs itself as step .* at \([0-9.]*\)$/\1/p' "$TMP/killed.err" | head -1)
+line=$(grep '^elastic: training step failed' "$TMP/killed.out" | head -1)
+back_t=$(echo "$line" | sed -n 's/.* at \([0-9.]*\)$/\1/p')
+lost=0
+echo "$line" | grep -q "redone" && lost=1
+grep -q "check-sync: parameters, optimizer state identical on all 3 rank(s)" "$TMP/killed.out" ||
+    echo "WARNING: the survivors' replicas were not shown identical"
+echo "spmd  --elastic: rank $VICTIM killed at step $AT; kill to first step after it $(awk "BEGIN {printf \"%.3f\", $back_t - $kill_t}") s;" \
+     "steps lost $lost; accuracy $(acc "$TMP/killed.out") (unfaulted $(acc "$TMP/clean.out"))"
+echo "      $line"
+
+if ! "$PY" -c "import torch" 2>/dev/null; then
+    echo "torch: $PY has no torch (set PYTHON): the torchrun comparison is skipped"
+    exit 0
+fi
+TORCHRUN=${TORCHRUN:-torchrun}
+mkdir -p "$TMP/ckpt"
+"$TORCHRUN" --standalone --nproc-per-node 4 --max-restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
+    --ckpt-dir "$TMP/ckpt" --ckpt-every "$CKPT_EVERY" --kill-rank "$VICTIM" --kill-at "$AT" \
+    > "$TMP/torch.out" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
+tk=$(sed -n 's/^kill \([0-9.]*\) step.*/\1/p' "$TMP/torch.out")
+tr=$(sed -n 's/^resumed \([0-9.]*\) from step \([0-9]*\)/\1/p' "$TMP/torch.out")
+from=$(sed -n 's/^resumed [0-9.]* from step \([0-9]*\)/\1/p' "$TMP/torch.out")
+echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to resumed $(awk "BEGIN {printf \"%.3f\", $tr - $tk}") s" \
+     "(workers restarted, data reloaded); steps redone $((AT - 1 - from)); $(grep '^done' "$TMP/torch.out")"
