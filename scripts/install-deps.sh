@@ -16,6 +16,9 @@ PKGS="$PKGS python3-torch python3-numpy libtorch-dev python3-dev pybind11-dev py
 # and the MPI backend (SPMD_WITH_MPI=ON in CI) is built against its headers and
 # tested under its mpirun (tests/mpi.cmake)
 PKGS="$PKGS openmpi-bin libopenmpi-dev"
+# ccache: make compiles through it (the Makefile), its cache kept in
+# /var/cache/spmd/ccache across CI runs
+PKGS="$PKGS ccache"
 # debootstrap: make check-torch2 builds and tests spmd_torch against torch 2.x
 # in a Debian 13 root it makes with it (scripts/torch2-root.sh)
 PKGS="$PKGS debootstrap"

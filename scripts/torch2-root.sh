@@ -7,7 +7,9 @@
 #                                            run CMD inside the root (made
 #                                            first when missing), with DIR
 #                                            (default: this source tree)
-#                                            bound at the same path
+#                                            bound at the same path;
+#                                            compilers go through ccache
+#                                            (cache: $SPMD_TORCH2_CCACHE)
 #   scripts/torch2-root.sh path              print the root's location
 #
 # The root is made once with `debootstrap trixie` from Debian's archive and
@@ -23,6 +25,7 @@
 # exclusively, runs hold it shared.
 #
 # Environment: SPMD_TORCH2_ROOT (default /var/cache/spmd/trixie-torch),
+# SPMD_TORCH2_CCACHE (default $SPMD_TORCH2_ROOT-ccache),
 # SPMD_DEBIAN_MIRROR (default http://deb.debian.org/debian).  Needs root,
 # debootstrap, unshare and flock (util-linux).
 set -eu
@@ -39,7 +42,10 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 # backend and its link flags.
 PKGS="build-essential cmake make pkg-config libssl-dev libopenblas-dev zlib1g-dev \
 python3 python3-dev python3-torch python3-numpy libtorch-dev pybind11-dev \
-python3-pip python3-setuptools libopenmpi-dev openmpi-bin procps iproute2 ca-certificates"
+python3-pip python3-setuptools libopenmpi-dev openmpi-bin procps iproute2 ca-certificates ccache"
+# Runs compile through the root's ccache, its cache next to the root (bound
+# in): CI keeps /var/cache/spmd, so a rebuild of unchanged sources is a hit.
+CCACHE=${SPMD_TORCH2_CCACHE:-$ROOT-ccache}
 
 die() { echo "torch2-root: $*" >&2; exit 1; }
 
@@ -117,15 +123,15 @@ EOF
         i=0
         while [ "$i" -lt "$ndirs" ]; do dirs="$dirs $1"; shift; i=$((i + 1)); done
         # shellcheck disable=SC2086
-        mount_run "$ROOT" $dirs
+        mount_run "$ROOT" $dirs "$CCACHE"
         cwd=/
         for d in $dirs; do
             case "$PWD/" in "$d"/*) cwd=$PWD ;; esac
         done
         # A clean environment: the host's PATH, PYTHONPATH or MAKEFLAGS mean
         # nothing in the root; SPMD_* settings (the transport, ...) pass on.
-        set -- env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-            LANG=C.UTF-8 TERM="${TERM:-dumb}" $(env | sed -n 's/^\(SPMD_[A-Za-z0-9_]*=[^ ]*\)$/\1/p') \
+        set -- env -i HOME=/root PATH=/usr/lib/ccache:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            CCACHE_DIR="$CCACHE" LANG=C.UTF-8 TERM="${TERM:-dumb}" $(env | sed -n 's/^\(SPMD_[A-Za-z0-9_]*=[^ ]*\)$/\1/p') \
             sh -c 'cd "$0" && exec "$@"' "$cwd" "$@"
         exec chroot "$ROOT" "$@"
         ;;
@@ -200,7 +206,7 @@ run)
     done
     [ $# -gt 0 ] || die "run: no command given"
     if [ "$n" = 0 ]; then dirs=$SRC; n=1; fi
-    mkdir -p "$(dirname "$ROOT")"
+    mkdir -p "$(dirname "$ROOT")" "$CCACHE"
     exec 9>"$LOCK"
     flock -x 9
     ensure
