@@ -10,6 +10,7 @@ add_executable(spmd-train
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/options.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/parallel.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/report.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/step.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/sync.c)
 target_link_libraries(spmd-train PRIVATE spmdnn m)
 target_include_directories(spmd-train PRIVATE ${PROJECT_SOURCE_DIR}/src) # header-only helpers of src/common

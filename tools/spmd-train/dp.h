@@ -50,13 +50,11 @@ spmd_status sync_whole_state(trainer *t);
 spmd_status sync_check(trainer *t);
 void sync_set_err_group(trainer *t);
 
-/* loop.c's step and evaluation, for elastic.c */
+/* step.c: one optimizer step, and the sharded test evaluation (loop.c, elastic.c) */
 spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, float *loss);
 spmd_status train_evaluate(trainer *t, double *acc);
 /* elastic.c: --elastic's epochs (0, or the exit code of a failure, said) */
 int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samples, double *last_acc);
-/* 1 in a replacement process: --elastic and SPMD_JOIN=1 (spmdrun --on-failure replace) */
-int elastic_joining(const options *o);
 
 /* checkpoint.c (the format: ckpt_state.h) */
 spmd_status checkpoint_save(trainer *t);

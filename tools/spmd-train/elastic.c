@@ -41,28 +41,6 @@ typedef struct {
     int first_rank;  /* the rank this process started as (SPMD_TRAIN_KILL) */
 } elastic_run;
 
-int elastic_check_options(options *o) {
-    if (!o->elastic) return 0;
-    const char *bad = train_is_parallel(o) ? "--pp, --tp and --zero (ZeRO-1 shards are not re-formed)"
-                      : o->ckpt_dir        ? "--checkpoint-dir (the survivors keep the state in memory)"
-                      : o->compression     ? "--grad-compression"
-                                           : NULL;
-    if (bad) {
-        fprintf(stderr, "spmd-train: --elastic does not go with %s\n", bad);
-        return -1;
-    }
-    /* every rank keeps its whole optimizer state and its own gradients: the
-     * reducer's shared memory and sharded step are bound to one group */
-    o->no_shared_grads = 1;
-    o->no_shard_step = 1;
-    return 0;
-}
-
-int elastic_joining(const options *o) {
-    const char *j = getenv("SPMD_JOIN");
-    return o->elastic && j && strcmp(j, "1") == 0;
-}
-
 /* Wall-clock seconds: comparable between processes (bench/elastic_bench.sh
  * subtracts the kill's from the recovery's). */
 static double wall_now(void) {

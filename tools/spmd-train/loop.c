@@ -24,37 +24,6 @@ int train_launched(void) {
     return 0;
 }
 
-/* Test accuracy, sharded: each rank evaluates its DistributedSampler share
- * (no shuffle; padded like torch's), then (correct, total) are summed. */
-static spmd_status evaluate(trainer *t, double *acc) {
-    spmd_model_train(t->model, 0);
-    const size_t *idx = spmd_sampler_indices(t->test_sampler);
-    size_t n = spmd_sampler_num_samples(t->test_sampler);
-    int64_t counts[2] = {0, 0};
-    spmd_status st = SPMD_OK;
-    for (size_t i = 0; i < n && st == SPMD_OK; i += (size_t)t->o.batch) {
-        size_t b = n - i < (size_t)t->o.batch ? n - i : (size_t)t->o.batch;
-        st = train_data_fill(&t->test, idx + i, b, 0, 0, 0, t->x, t->y);
-        const float *logits;
-        if (st == SPMD_OK) st = spmd_model_forward(t->model, t->x, (int)b, &logits);
-        if (st == SPMD_OK) {
-            int correct;
-            spmd_cross_entropy(NULL, logits, t->y, (int)b, spmd_model_num_outputs(t->model), &correct);
-            counts[0] += correct;
-            counts[1] += (int64_t)b;
-        }
-    }
-    spmd_model_train(t->model, 1);
-    if (st != SPMD_OK) return st;
-    if (t->g && (st = spmd_all_reduce(t->g, counts, counts, 2, SPMD_I64, SPMD_SUM)) != SPMD_OK) {
-        sync_set_err_group(t);
-        return st;
-    }
-    *acc = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
-    report_eval(&t->rep, t->epoch, t->global_step, *acc, (long long)counts[0], (long long)counts[1]);
-    return SPMD_OK;
-}
-
 /* Uneven inputs.  Every rank must run the same number of steps, or the ranks
  * with more batches wait forever in a collective the others never join.
  * The DistributedSampler pads the data set to a multiple of the world size
@@ -78,48 +47,6 @@ static spmd_status check_equal_batches(trainer *t, long batches) {
     }
     return SPMD_OK;
 }
-
-/* One optimizer step on the batch (x, y) of b examples: forward, loss,
- * backward, gradient sync, update.  Returns the rank-local loss in *loss. */
-static spmd_status train_step(trainer *t, const float *x, const int *y, size_t b, float *loss) {
-    double t1 = report_now();
-    spmd_status st;
-    if ((st = sync_prepare(t)) != SPMD_OK) return st;
-    double t1b = report_now();
-    spmd_model_zero_grad_lazy(t->model);
-    const float *logits;
-    st = spmd_model_forward(t->model, x, (int)b, &logits);
-    if (st != SPMD_OK) {   /* SyncBatchNorm's all_reduce is the only way forward fails mid-way */
-        if (t->g && spmd_model_is_syncbn(t->model)) sync_set_err_group(t);
-        return st;
-    }
-    *loss = spmd_cross_entropy(t->dlogits, logits, y, (int)b, spmd_model_num_outputs(t->model), NULL);
-    double t2 = report_now();
-    st = spmd_model_backward(t->model, t->dlogits, sync_hook, t);
-    if (st != SPMD_OK) {
-        if (t->g && spmd_model_is_syncbn(t->model)) sync_set_err_group(t);
-        return st;
-    }
-    double t3 = report_now();
-    if ((st = sync_finish(t)) != SPMD_OK) return st;
-    double t4 = report_now();
-    if (t->ddp && spmd_ddp_stepped(t->ddp)) spmd_optim_step_done(t->optim);   /* the reducer did it */
-    else spmd_optim_step(t->optim, t->params, t->grads);
-    double t5 = report_now();
-    t->t.prep += t1b - t1;
-    t->t.fwd += t2 - t1b;
-    t->t.bwd += t3 - t2;
-    t->t.comm += t4 - t3;
-    t->t.opt += t5 - t4;
-    t->t.steps++;
-    return SPMD_OK;
-}
-
-/* For --elastic's loop (elastic.c). */
-spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, float *loss) {
-    return train_step(t, x, y, b, loss);
-}
-spmd_status train_evaluate(trainer *t, double *acc) { return evaluate(t, acc); }
 
 static int setup(trainer *t) {
     spmd_status st;
@@ -303,7 +230,7 @@ static int epochs(trainer *t, double *train_time, double *eval_time, long *sampl
             }
             if (!got) break;
             float loss;
-            if ((st = train_step(t, x, y, bn, &loss)) != SPMD_OK) {
+            if ((st = train_one_step(t, x, y, bn, &loss)) != SPMD_OK) {
                 batch_source_close(&src);
                 return dp_fail(t, "training step", st);
             }
@@ -341,7 +268,7 @@ static int epochs(trainer *t, double *train_time, double *eval_time, long *sampl
         int finished_epoch = t->step_in_epoch == per_epoch;
         if (t->o.eval && (finished_epoch || stopped)) {
             double acc, e0 = report_now();
-            if ((st = evaluate(t, &acc)) != SPMD_OK) return dp_fail(t, "evaluation", st);
+            if ((st = train_evaluate(t, &acc)) != SPMD_OK) return dp_fail(t, "evaluation", st);
             *eval_time += report_now() - e0;
             *last_acc = acc;
             report_say(&t->rep, "epoch %d%s: test accuracy %.4f\n", t->epoch + 1, finished_epoch ? "" : " (partial)",
@@ -369,7 +296,7 @@ static int run(trainer *t) {
     say_setup(t);
     if (t->o.epochs == 0 && t->o.eval) {   /* --epochs 0: evaluate the model as it is */
         double e0 = report_now();
-        if ((st = evaluate(t, &last_acc)) != SPMD_OK) return dp_fail(t, "evaluation", st);
+        if ((st = train_evaluate(t, &last_acc)) != SPMD_OK) return dp_fail(t, "evaluation", st);
         eval_time += report_now() - e0;
         report_say(&t->rep, "test accuracy %.4f\n", last_acc);
     }

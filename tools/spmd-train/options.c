@@ -345,3 +345,26 @@ int train_parse_args(int argc, char **argv, options *o) {
     if (check_output_file("--plot", o->plot) || check_output_file("--save-model", o->save_model)) return -1;
     return 0;
 }
+
+/* --elastic (elastic.c): its refusals and what it implies. */
+int elastic_check_options(options *o) {
+    if (!o->elastic) return 0;
+    const char *bad = train_is_parallel(o) ? "--pp, --tp and --zero (ZeRO-1 shards are not re-formed)"
+                      : o->ckpt_dir        ? "--checkpoint-dir (the survivors keep the state in memory)"
+                      : o->compression     ? "--grad-compression"
+                                           : NULL;
+    if (bad) {
+        fprintf(stderr, "spmd-train: --elastic does not go with %s\n", bad);
+        return -1;
+    }
+    /* every rank keeps its whole optimizer state and its own gradients: the
+     * reducer's shared memory and sharded step are bound to one group */
+    o->no_shared_grads = 1;
+    o->no_shard_step = 1;
+    return 0;
+}
+
+int elastic_joining(const options *o) {
+    const char *j = getenv("SPMD_JOIN");
+    return o->elastic && j && strcmp(j, "1") == 0;
+}

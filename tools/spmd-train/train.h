@@ -69,8 +69,10 @@ typedef struct {
 int train_parse_args(int argc, char **argv, options *o);
 /* The model-parallel trainer runs: --pp or --tp > 1, or --zero. */
 int train_is_parallel(const options *o);
-/* --elastic's refusals and what it implies (elastic.c): 0, or -1 (said why). */
+/* --elastic's refusals and what it implies (options.c): 0, or -1 (said why). */
 int elastic_check_options(options *o);
+/* 1 in a replacement process: --elastic and SPMD_JOIN=1 (spmdrun --on-failure replace) */
+int elastic_joining(const options *o);
 
 /* ---- the data (input.c) ------------------------------------------------------ */
 
