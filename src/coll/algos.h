@@ -122,6 +122,8 @@ spmd_status spmd__reduce_scatter_shm(spmd__coll_ctx *c, const spmd__coll_args *a
 /* ---- all_to_all ---- */
 /* Byte offset and length of block i of the send (recv = 0) or receive buffer. */
 void spmd__a2a_block(const spmd__coll_args *a, int i, int recv, size_t *off, size_t *len);
+/* Rank r's block to itself (a copy; a mismatch of its two counts is an error). */
+spmd_status spmd__a2a_self(spmd__coll_ctx *c, const spmd__coll_args *a, int r);
 spmd_status spmd__alltoall_pairwise(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__alltoall_linear(spmd__coll_ctx *c, const spmd__coll_args *a);
 spmd_status spmd__alltoall_shm(spmd__coll_ctx *c, const spmd__coll_args *a);

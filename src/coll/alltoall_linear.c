@@ -32,12 +32,5 @@ spmd_status spmd__alltoall_linear(spmd__coll_ctx *c, const spmd__coll_args *a) {
     }
     spmd_status st = spmd__xfer(c, sends, k, recvs, k);
     if (st != SPMD_OK) return st;
-    size_t so, sl, ro, rl;
-    spmd__a2a_block(a, r, 0, &so, &sl);
-    spmd__a2a_block(a, r, 1, &ro, &rl);
-    if (sl != rl)
-        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                               "all_to_all: rank %d sends itself %zu bytes but expects %zu", r, sl, rl);
-    spmd__copy(out + ro, in + so, sl);
-    return SPMD_OK;
+    return spmd__a2a_self(c, a, r);
 }

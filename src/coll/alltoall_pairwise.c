@@ -28,6 +28,18 @@ void spmd__a2a_block(const spmd__coll_args *a, int i, int recv, size_t *off, siz
     }
 }
 
+/* Rank r's own block: a copy, after checking it sends itself what it expects. */
+spmd_status spmd__a2a_self(spmd__coll_ctx *c, const spmd__coll_args *a, int r) {
+    size_t so, sl, ro, rl;
+    spmd__a2a_block(a, r, 0, &so, &sl);
+    spmd__a2a_block(a, r, 1, &ro, &rl);
+    if (sl != rl)
+        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
+                               "all_to_all: rank %d sends itself %zu bytes but expects %zu", r, sl, rl);
+    spmd__copy((char *)a->recvbuf + ro, (const char *)a->sendbuf + so, sl);
+    return SPMD_OK;
+}
+
 spmd_status spmd__alltoall_pairwise(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
     const char *in = a->sendbuf;
@@ -40,11 +52,5 @@ spmd_status spmd__alltoall_pairwise(spmd__coll_ctx *c, const spmd__coll_args *a)
         spmd_status st = spmd__xsendrecv(c, to, in + so, sl, from, out + ro, rl);
         if (st != SPMD_OK) return st;
     }
-    spmd__a2a_block(a, r, 0, &so, &sl);
-    spmd__a2a_block(a, r, 1, &ro, &rl);
-    if (sl != rl)
-        return spmd__coll_fail(c, SPMD_ERR_MISMATCH,
-                               "all_to_all: rank %d sends itself %zu bytes but expects %zu", r, sl, rl);
-    spmd__copy(out + ro, in + so, sl);
-    return SPMD_OK;
+    return spmd__a2a_self(c, a, r);
 }
