@@ -7,7 +7,7 @@
  *     --metrics, --test-samples, --lr-scaling, --sync-bn (one trainer, issue 23)
  *   the data-parallel trainer on CIFAR-10 (augmented) at world 2: the model it
  *     saves is the same, byte for byte, with and without --prefetch
- *   the combinations that cannot exist (--load-model with --tp 2) refused with the reason
+ *   the combinations that cannot exist (--sync-bn with --pp 2) refused with the reason
  * and bad input, each failing with a message naming the value: a CIFAR
  * file of the wrong size, micro-batches that do not divide the batch, a
  * world the mesh does not divide. */
@@ -130,9 +130,9 @@ int main(void) {
                         "--no-eval", "--prefetch", "3", "--save-model", p2, "--quiet", NULL};
     CHECK_MSG(run(2, nopf) == 0 && run(2, pf) == 0, "data-parallel CIFAR-10 with and without --prefetch");
     CHECK_MSG(same_file(p1, p2), "the model trained with --prefetch differs from the one without");
-    char *const pipe_load[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--tp", "2",
-                               "--load-model", p1, NULL};
-    CHECK(run(1, pipe_load) != 0 && log_has("a state_dict is the whole model"));
+    char *const pipe_syncbn[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--pp", "2", "--sync-bn",
+                                 NULL};
+    CHECK(run(2, pipe_syncbn) != 0 && log_has("--sync-bn cannot be combined with --pp 2"));
     char *const nopipe[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--schedule", "gpipe", NULL};
     CHECK(run(1, nopipe) != 0 && log_has("--schedule schedules a pipeline: it needs --pp 2 or more"));
     unlink(p1), unlink(p2), unlink(pz), unlink(mz);

@@ -9,7 +9,9 @@
  *     dp 1 x tp 2 and at world 3 (plain DDP);
  *   world 2 = pp 2 saves; resumed in one process without pipeline, the
  *     same; --save-model of pp 2 x tp 2 at world 4 writes the whole model,
- *     equal to its checkpoint's model.* tensors;
+ *     equal to its checkpoint's model.* tensors; that file --load-model'ed
+ *     in one process, at dp 1 x tp 2 and at dp 2 x pp 2 and saved again is
+ *     the same bytes (another model's file is refused naming the tensor);
  *   the model-parallel trainer (ZeRO-1 with AdamW; pp 2) continues bit for
  *     bit in the same layout: 3 steps + --resume + 3 == 6 straight (written
  *     with --async-checkpoint), across an epoch's end;
@@ -202,6 +204,24 @@ int main(void) {
                     path("pt"), "--save-model", path("pt.safetensors"), NULL) == 0, "pp 2 x tp 2 --save-model");
     CHECK_MSG(model_matches(path("pt.safetensors"), path("pt/step-2")),
               "--save-model of pp 2 x tp 2 differs from its checkpoint");
+    /* --load-model of that whole state_dict into every layout: each rank
+     * takes its part, and re-saving writes the same bytes */
+    static const char *const load_in[][6] = {{"1", "--pp", "1", "--quiet", "--quiet", "one process"},
+                                             {"2", "--tp", "2", "--quiet", "--quiet", "dp 1 x tp 2"},
+                                             {"4", "--pp", "2", "--microbatches", "2", "dp 2 x pp 2"}};
+    for (int k = 0; k < 3; k++) {
+        char out[64], cmd[700];
+        snprintf(out, sizeof out, "load%d.safetensors", k);
+        const char *const *l = load_in[k];
+        CHECK_MSG(train(atoi(l[0]), l[1], l[2], l[3], l[4], "--epochs", "0", "--load-model", path("pt.safetensors"),
+                        "--save-model", path(out), NULL) == 0,
+                  "--load-model in %s", l[5]);
+        snprintf(cmd, sizeof cmd, "cmp -s '%s/pt.safetensors' '%s/%s'", dir, dir, out);
+        CHECK_MSG(system(cmd) == 0, "--load-model then --save-model in %s changed the model", l[5]);
+    }
+    /* a state_dict of another model: refused naming the tensor and both shapes */
+    CHECK(train(2, "--model", "mlp", "--tp", "2", "--epochs", "0", "--load-model", path("pt.safetensors"), NULL) != 0 &&
+          log_has("--load-model") && log_has("the file holds"));
 
     /* the model-parallel trainer continues exactly in the same layout, mid-epoch
      * and across an epoch's end (32 samples: 4 steps each): 3 + resume + 3 == 6 straight */

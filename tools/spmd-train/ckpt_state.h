@@ -93,4 +93,10 @@ void ckpt_position(const int64_t state[CK_STATE_N], int replicas, int batch, lon
 spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, spmd_model *whole, char *err,
                               size_t errlen);
 
+/* --load-model with --pp or --tp > 1: this rank's parameters and buffers
+ * (L's boxes) copied out of `whole`, the unsharded model every rank loaded
+ * the state_dict into (a TP block at its offsets, a stage its tensors).
+ * Local; a box whole does not hold is SPMD_ERR_MISMATCH. */
+spmd_status ckpt_scatter_model(const ckpt_layout *L, spmd_model *whole, char *err, size_t errlen);
+
 #endif

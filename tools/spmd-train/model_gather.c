@@ -1,6 +1,8 @@
-/* model_gather.c — --save-model with --pp or --tp > 1: the stages and the
- * tensor-parallel blocks (ckpt_state.c's boxes of each rank) sent to rank 0
- * and pasted into the whole model, which rank 0 then writes. */
+/* model_gather.c — the whole model and the parts the ranks hold with --pp or
+ * --tp > 1 (ckpt_state.c's boxes of each rank): --save-model sends the
+ * stages and tensor-parallel blocks to rank 0, which pastes them into the
+ * whole model and writes it; --load-model cuts each rank's boxes out of the
+ * whole state_dict every rank read. */
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt_state.h"
@@ -12,8 +14,9 @@ typedef struct {
     int64_t ndim, global[4], off[4], size[4];
 } box_head;
 
-/* Copy the box (row-major in src) into the whole tensor dst of shape g. */
-static void paste(float *dst, const box_head *h, const float *src) {
+/* Copy the box (row-major in box) into the whole tensor of shape h->global
+ * (into_whole), or out of it. */
+static void copy_box(float *whole, const box_head *h, float *box, int into_whole) {
     int nd = (int)h->ndim;
     int64_t rows = 1, run = h->size[nd - 1];
     for (int d = 0; d < nd - 1; d++) rows *= h->size[d];
@@ -25,7 +28,8 @@ static void paste(float *dst, const box_head *h, const float *src) {
             rem /= h->size[d];
         }
         for (int d = 0; d < nd; d++) flat = flat * h->global[d] + (d < nd - 1 ? idx[d] : 0) + h->off[d];
-        memcpy(dst + flat, src + r * run, sizeof(float) * (size_t)run);
+        if (into_whole) memcpy(whole + flat, box + r * run, sizeof(float) * (size_t)run);
+        else memcpy(box + r * run, whole + flat, sizeof(float) * (size_t)run);
     }
 }
 
@@ -44,21 +48,57 @@ static float *whole_tensor(spmd_model *whole, const char *name, const spmd_tenso
     return NULL;
 }
 
-static spmd_status place(spmd_model *whole, const box_head *h, const float *data, int from, char *err,
-                         size_t errlen) {
+/* The whole tensor box h is part of: NULL when whole has no tensor of that
+ * name and global shape holding the box. */
+static float *whole_box(spmd_model *whole, const box_head *h) {
     const spmd_tensor_info *ti = NULL;
     float *dst = whole_tensor(whole, h->name + 6 /* "model." */, &ti);
     int ok = dst && ti->ndim == h->ndim && h->ndim >= 1 && h->ndim <= 4;
     for (int d = 0; ok && d < h->ndim; d++)
         ok = h->global[d] == ti->shape[d] && h->off[d] >= 0 && h->size[d] >= 1 &&
              h->off[d] + h->size[d] <= h->global[d];
-    if (!ok) {
+    return ok ? dst : NULL;
+}
+
+static spmd_status place(spmd_model *whole, const box_head *h, float *data, int from, char *err, size_t errlen) {
+    float *dst = whole_box(whole, h);
+    if (!dst) {
         snprintf(err, errlen, "--save-model: rank %d sent %s, which the whole %s model does not have in that shape",
                  from, h->name, spmd_model_arch(whole));
         return SPMD_ERR_MISMATCH;
     }
-    paste(dst, h, data);
+    copy_box(dst, h, data, 1);
     return SPMD_OK;
+}
+
+static void head_of(box_head *h, const spmd_dcp_shard *s) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", s->fqn);
+    h->ndim = s->ndim;
+    for (int d = 0; d < s->ndim; d++) h->global[d] = s->global[d], h->off[d] = s->offsets[d], h->size[d] = s->sizes[d];
+}
+
+spmd_status ckpt_scatter_model(const ckpt_layout *L, spmd_model *whole, char *err, size_t errlen) {
+    ckpt_boxes b;
+    if (ckpt_boxes_build(L, 0, &b) != 0) {
+        ckpt_boxes_free(&b);
+        snprintf(err, errlen, "out of memory");
+        return SPMD_ERR_NOMEM;
+    }
+    spmd_status st = SPMD_OK;
+    for (size_t k = 0; k < b.n && st == SPMD_OK; k++) {
+        box_head h;
+        head_of(&h, &b.s[k]);
+        float *src = whole_box(whole, &h);
+        if (src) copy_box(src, &h, b.s[k].data, 0);
+        else {   /* this rank's part of the model is not a part of the whole one: a bug, not the file */
+            snprintf(err, errlen, "--load-model: this rank's %s is not part of the whole %s model", h.name,
+                     spmd_model_arch(whole));
+            st = SPMD_ERR_MISMATCH;
+        }
+    }
+    ckpt_boxes_free(&b);
+    return st;
 }
 
 spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, spmd_model *whole, char *err,
@@ -84,12 +124,9 @@ spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, sp
         for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
             const spmd_dcp_shard *s = &b.s[k];
             box_head h;
-            memset(&h, 0, sizeof h);
-            snprintf(h.name, sizeof h.name, "%s", s->fqn);
-            h.ndim = s->ndim;
+            head_of(&h, s);
             size_t n = 1;
-            for (int d = 0; d < s->ndim; d++)
-                h.global[d] = s->global[d], h.off[d] = s->offsets[d], h.size[d] = s->sizes[d], n *= (size_t)s->sizes[d];
+            for (int d = 0; d < s->ndim; d++) n *= (size_t)s->sizes[d];
             st = spmd_send(g, &h, sizeof h, SPMD_U8, 0, GATHER_TAG);
             if (st == SPMD_OK) st = spmd_send(g, s->data, n, SPMD_F32, 0, GATHER_TAG);
         }
@@ -97,11 +134,7 @@ spmd_status ckpt_gather_model(spmd_group *g, const ckpt_layout *L, int owner, sp
     } else {
         for (int64_t k = 0; st == SPMD_OK && k < count; k++) {
             box_head h;
-            memset(&h, 0, sizeof h);
-            snprintf(h.name, sizeof h.name, "%s", b.s[k].fqn);
-            h.ndim = b.s[k].ndim;
-            for (int d = 0; d < h.ndim; d++)
-                h.global[d] = b.s[k].global[d], h.off[d] = b.s[k].offsets[d], h.size[d] = b.s[k].sizes[d];
+            head_of(&h, &b.s[k]);
             st = place(whole, &h, b.s[k].data, 0, err, errlen);
         }
         float *buf = NULL;

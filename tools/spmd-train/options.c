@@ -53,7 +53,8 @@ static void usage(FILE *f) {
         "                       names and shapes: model.load_state_dict() reads it; with\n"
         "                       --pp/--tp > 1 gathered to rank 0, which writes it)\n"
         "  --load-model FILE    start from a state_dict (e.g. saved by torch); with --epochs 0\n"
-        "                       only evaluate it\n"
+        "                       only evaluate it (with --pp/--tp > 1 every rank reads the\n"
+        "                       whole file and keeps its stage's tensors, its TP blocks)\n"
         "  --log-every N        steps per metrics record and progress update  (10)\n"
         "  --train-samples N    train on the first N examples only (quick runs, tests)\n"
         "  --test-samples N     evaluate on the first N test examples only\n"
@@ -86,9 +87,9 @@ static void usage(FILE *f) {
         "  --zero               ZeRO-1: optimizer state sharded over the data-parallel group\n"
         "  Gradients are averaged over the data-parallel group by one all_reduce after the\n"
         "  step's backward (or the ZeRO-1 step), so --sync and the DDP options above are\n"
-        "  refused, as is --check-sync; --load-model and --sync-bn need the whole model on\n"
-        "  each rank (--pp 1 --tp 1, i.e. --zero alone) and are refused with --pp or --tp > 1;\n"
-        "  --save-model gathers the stages and blocks to rank 0, which writes the whole model.\n"
+        "  refused, as is --check-sync; --sync-bn needs the whole model on each rank (--pp 1\n"
+        "  --tp 1, i.e. --zero alone) and is refused with --pp or --tp > 1; --save-model\n"
+        "  gathers the stages and blocks to rank 0, which writes the whole model.\n"
         "\n"
         "Defaults follow seed 000's recipe: the CNN, SGD lr 0.01 momentum 0.5, batch 16 per rank,\n"
         "inputs normalised with mean %.4f std %.4f (CIFAR-10: per channel, training batches\n"
@@ -181,9 +182,6 @@ static int check_parallel(const options *o, int seen_sync) {
         bad = "--sync-bn", why = "SyncBatchNorm needs every rank to hold the whole model";
     else if (o->check_sync) bad = "--check-sync", why = "the ranks hold different parts of the model or of its "
                                                        "optimizer state";
-    else if (o->load_model && (o->pp > 1 || o->tp > 1))
-        bad = "--load-model", why = "a state_dict is the whole model, which no rank holds with --pp or --tp > 1 "
-                                    "(resume a checkpoint instead: --resume reshards it)";
     if (!bad) return 0;
     fprintf(stderr, "spmd-train: %s cannot be combined with --pp %d / --tp %d%s: %s (see --help)\n", bad, o->pp,
             o->tp, o->zero ? " / --zero" : "", why);

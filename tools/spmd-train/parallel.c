@@ -25,7 +25,7 @@ typedef struct {
     spmd_layers *L;
     spmd_pipe *pipe;
     spmd_model *model;   /* owned when !pipe */
-    spmd_model *whole;   /* the unsharded model: --tp > 1 (global shapes), and rank 0's --save-model */
+    spmd_model *whole;   /* the unsharded model: --tp > 1 (global shapes), --load-model and rank 0's --save-model */
     spmd_optim *optim;
     spmd_zero *zero;
     spmd_dcp_saver *saver;   /* --async-checkpoint */
@@ -174,6 +174,31 @@ static int par_resume(ptrainer *t, size_t steps_per_epoch) {
     return 0;
 }
 
+/* --load-model with --pp or --tp > 1: every rank reads the whole state_dict
+ * (a file of another model or shape is refused naming the tensor) and takes
+ * its part; the status is agreed, so no rank trains while another stopped. */
+static int par_load_model(ptrainer *t) {
+    ckpt_layout L;
+    par_layout(t, &L);
+    spmd_status st = spmd_model_load(t->whole, t->o.load_model, t->err, sizeof t->err);
+    if (st == SPMD_OK) st = ckpt_scatter_model(&L, t->whole, t->err, sizeof t->err);
+    int32_t mine = st == SPMD_OK ? INT32_MAX : t->rank, first = mine;
+    if (spmd_all_reduce(t->g, &mine, &first, 1, SPMD_I32, SPMD_MIN) != SPMD_OK)
+        return report_fail(t->rank, "--load-model", SPMD_ERR_INVALID, spmd_group_errmsg(t->g));
+    if (st != SPMD_OK) return report_fail(t->rank, "--load-model", st, t->err);
+    if (first != INT32_MAX) {
+        snprintf(t->err, sizeof t->err, "rank %d could not load %s (its message says why)", (int)first,
+                 t->o.load_model);
+        return report_fail(t->rank, "--load-model", SPMD_ERR_MISMATCH, t->err);
+    }
+    /* the whole model stays only where it is needed further */
+    if (t->o.tp == 1 && !(t->o.save_model && t->rank == 0)) {
+        spmd_model_free(t->whole);
+        t->whole = NULL;
+    }
+    return 0;
+}
+
 /* --save-model with --pp or --tp > 1: the stages and blocks gathered into a
  * whole model on rank 0, which writes it; the status is agreed. */
 static int par_save_model(ptrainer *t) {
@@ -202,6 +227,7 @@ static int train(ptrainer *t) {
         fprintf(stderr, "spmd-train: %zu training samples make no global batch of %d x %d\n", ntrain, B, dp);
         return 1;
     }
+    if (o->load_model && (o->pp > 1 || o->tp > 1) && par_load_model(t)) return 1;
     if (o->resume && par_resume(t, steps_per_epoch)) return 1;
     size_t np;
     float *params = spmd_model_params(t->model, &np), *grads = spmd_model_grads(t->model, NULL);
@@ -367,7 +393,7 @@ static int build(ptrainer *t) {
     }
     /* the unsharded model: the global shapes of tensor-parallel blocks, and
      * what rank 0 gathers a sharded model into for --save-model */
-    if (o->tp > 1 || (o->save_model && o->pp > 1 && t->rank == 0)) {
+    if (o->tp > 1 || (o->load_model && o->pp > 1) || (o->save_model && o->pp > 1 && t->rank == 0)) {
         spmd_layers *W;
         spmd_build_opts bo = {o->model, o->seed, o->dropout, 0, 0};
         if (spmd_layers_arch(o->model, 10, c, hw, hw, &W, t->err, sizeof t->err)) return -1;
@@ -385,7 +411,8 @@ static int build(ptrainer *t) {
     } else {
         spmd_build_opts bo = {o->model, o->seed, o->dropout, 0, 0};
         if (spmd_model_build(t->L, &bo, &t->model, t->err, sizeof t->err)) return -1;
-        if (o->load_model && spmd_model_load(t->model, o->load_model, t->err, sizeof t->err)) return -1;
+        if (o->load_model && o->tp == 1 && spmd_model_load(t->model, o->load_model, t->err, sizeof t->err))
+            return -1;   /* --zero alone: the whole model here (with --tp > 1: par_load_model) */
         /* --zero alone: every rank holds the whole model, the replicas are the data-parallel group */
         if (o->sync_bn && t->mesh.dp > 1 &&
             spmd_model_set_syncbn(t->model, spmd_syncbn_group_reduce, t->mesh.dp_group)) {
