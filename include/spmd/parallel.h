@@ -109,6 +109,11 @@ spmd_model *spmd_pipe_model(spmd_pipe *p);
 void spmd_pipe_train(spmd_pipe *p, int training);
 /* Seed the dropout RNG of every activation slot (slot i: stream * 1024 + i). */
 void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream);
+/* SyncBatchNorm in every micro-batch slot of the stage (spmd_model_set_syncbn;
+ * reduce NULL: plain BatchNorm).  Safe with a group over the stage's
+ * data-parallel replicas: they run the same schedule table, so each
+ * micro-batch's forward and backward reduce at the same action everywhere. */
+spmd_status spmd_pipe_set_syncbn(spmd_pipe *p, spmd_bn_reduce_fn reduce, void *ctx);
 int spmd_pipe_stage(const spmd_pipe *p);
 int spmd_pipe_stages(const spmd_pipe *p);
 void spmd_pipe_cut(const spmd_pipe *p, int *first, int *last);

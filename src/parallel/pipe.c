@@ -168,6 +168,11 @@ void spmd_pipe_train(spmd_pipe *p, int training) {
 void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream) {
     for (int i = 0; i < p->nslots; i++) spmd_model_seed_dropout(p->slots[i].m, seed, stream * 1024 + (uint64_t)i);
 }
+spmd_status spmd_pipe_set_syncbn(spmd_pipe *p, spmd_bn_reduce_fn reduce, void *ctx) {
+    spmd_status st = p ? SPMD_OK : SPMD_ERR_INVALID;
+    for (int i = 0; p && i < p->nslots && st == SPMD_OK; i++) st = spmd_model_set_syncbn(p->slots[i].m, reduce, ctx);
+    return st;
+}
 int spmd_pipe_stage(const spmd_pipe *p) { return p->s; }
 int spmd_pipe_stages(const spmd_pipe *p) { return p->S; }
 void spmd_pipe_cut(const spmd_pipe *p, int *first, int *last) {

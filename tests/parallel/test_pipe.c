@@ -6,11 +6,16 @@
  * stage its slice of the whole model's parameters, within 1e-5 relative.
  * Memory: 1F1B keeps at most stages - stage micro-batches alive and its
  * activation memory does not grow with the micro-batch count; GPipe's does.
+ * SyncBatchNorm (world 4 = dp 2 x pp 2, a BatchNorm in each stage, different
+ * data per replica): after a 1F1B step the two replicas of each stage hold
+ * the same running statistics with spmd_pipe_set_syncbn over the stage's
+ * data-parallel group, and different ones without it.
  * Bad input: a cut leaving a stage empty, more stages than layers, a batch
  * the micro-batches do not divide — errors naming the values. */
 #include <math.h>
 #include "harness.h"
 #include "spmd/parallel.h"
+#include "spmd/syncbn.h"
 
 #define RREQ(cond)                                                                            \
     do {                                                                                      \
@@ -170,6 +175,47 @@ static int errors(spmd_group *g, int rank, int world) {
     return 0;
 }
 
+/* One 1F1B step of conv-bn-relu | conv-bn-relu-flatten-linear at dp 2 x pp 2;
+ * *same: this rank's BatchNorm buffers equal its replica's. */
+static int syncbn_step(spmd_group *g, int rank, int sync, int *same) {
+    char err[256] = "";
+    spmd_pipe *pp = NULL;
+    spmd_layers *L = NULL;
+    spmd_mesh mesh;
+    RREQ(spmd_mesh_create(g, 2, 2, 1, &mesh, err, sizeof err) == SPMD_OK);
+    RREQ(spmd_layers_create(1, 8, 8, 0, &L) == SPMD_OK);
+    RREQ(spmd_layers_conv2d(L, 4, 3, 1, 1, 1, "c1") == SPMD_OK && spmd_layers_batchnorm2d(L, "bn1") == SPMD_OK &&
+         spmd_layers_relu(L) == SPMD_OK);
+    RREQ(spmd_layers_conv2d(L, 4, 3, 1, 1, 1, "c2") == SPMD_OK && spmd_layers_batchnorm2d(L, "bn2") == SPMD_OK &&
+         spmd_layers_relu(L) == SPMD_OK && spmd_layers_flatten(L) == SPMD_OK &&
+         spmd_layers_linear(L, 10, 1, "fc") == SPMD_OK);
+    int cuts[3] = {0, 3, spmd_layers_count(L)};
+    spmd_pipe_opts po = SPMD_PIPE_OPTS_DEFAULT;
+    po.microbatches = 2;
+    po.cuts = cuts;
+    po.dropout = 0;
+    RREQ(spmd_pipe_create(mesh.pp_group, L, &po, &pp, err, sizeof err) == SPMD_OK);
+    if (sync) RREQ(spmd_pipe_set_syncbn(pp, spmd_syncbn_group_reduce, mesh.dp_group) == SPMD_OK);
+    float x[4 * 64];
+    int y[4];
+    spmd_rng r;
+    spmd_rng_seed(&r, 7, (uint64_t)mesh.d);   /* each replica its own data */
+    for (int i = 0; i < 4 * 64; i++) x[i] = spmd_rng_uniform(&r);
+    for (int i = 0; i < 4; i++) y[i] = (int)(spmd_rng_next(&r) % 10);
+    RREQ(spmd_pipe_step(pp, x, y, 4, NULL, NULL) == SPMD_OK);
+    size_t nb;
+    float *buf = spmd_model_buffers(spmd_pipe_model(pp), &nb);
+    RREQ(nb == 8);   /* running mean and var of 4 channels */
+    float lo[8], hi[8];
+    RREQ(spmd_all_reduce(mesh.dp_group, buf, lo, nb, SPMD_F32, SPMD_MIN) == SPMD_OK);
+    RREQ(spmd_all_reduce(mesh.dp_group, buf, hi, nb, SPMD_F32, SPMD_MAX) == SPMD_OK);
+    *same = memcmp(lo, hi, sizeof lo) == 0;
+    spmd_pipe_free(pp);
+    spmd_layers_free(L);
+    spmd_mesh_destroy(&mesh);
+    return 0;
+}
+
 static int body(int rank, int world, void *arg) {
     (void)arg;
     spmd_nn_set_threads(1);   /* OpenBLAS's own threads are invisible to TSan */
@@ -185,6 +231,15 @@ static int body(int rank, int world, void *arg) {
     if (!rc) rc |= run(g, rank, world, SPMD_SCHEDULE_1F1B, 1, 8);
     if (!rc) rc = memory(g, rank, world);
     if (!rc) rc = errors(g, rank, world);
+    if (!rc && world == 4) {
+        int same_sync = 0, same_plain = 1;
+        rc = syncbn_step(g, rank, 1, &same_sync) || syncbn_step(g, rank, 0, &same_plain);
+        if (!rc && (!same_sync || same_plain)) {
+            fprintf(stderr, "rank %d: the replicas' BatchNorm statistics are %s with SyncBatchNorm, %s without\n",
+                    rank, same_sync ? "the same" : "different", same_plain ? "the same" : "different");
+            rc = 1;
+        }
+    }
     spmd_group_destroy(g);
     return rc;
 }

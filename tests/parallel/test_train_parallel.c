@@ -2,12 +2,13 @@
  * small CIFAR-10 files written in the dataset's exact format:
  *   world 4, the CNN on 3x32x32, DP 2 x PP 2 (1F1B) with ZeRO-1, evaluated
  *   world 4, DP 1 x PP 2 x TP 2 (GPipe)
- *   world 2, resnet18 with the CIFAR stem cut into 2 stages, one step
+ *   world 4, resnet18 with the CIFAR stem cut into 2 stages x dp 2, --sync-bn
+ *     (each stage's BatchNorm over its replicas: test_pipe checks the statistics), one step
  *   world 2, --zero with the options of the data-parallel trainer: --save-model,
  *     --metrics, --test-samples, --lr-scaling, --sync-bn (one trainer, issue 23)
  *   the data-parallel trainer on CIFAR-10 (augmented) at world 2: the model it
  *     saves is the same, byte for byte, with and without --prefetch
- *   the combinations that cannot exist (--sync-bn with --pp 2) refused with the reason
+ *   the combinations that cannot exist (--sync with --tp 2) refused with the reason
  * and bad input, each failing with a message naming the value: a CIFAR
  * file of the wrong size, micro-batches that do not divide the batch, a
  * world the mesh does not divide. */
@@ -102,8 +103,8 @@ int main(void) {
     CHECK_MSG(run(4, tp) == 0, "pp 2 x tp 2");
     char *const resnet[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--model", "resnet18",
                             "--pp", "2", "--microbatches", "2", "--batch-size", "2", "--steps", "1",
-                            "--no-eval", "--quiet", NULL};
-    CHECK_MSG(run(2, resnet) == 0, "resnet18 on CIFAR, 2 stages");
+                            "--no-eval", "--quiet", "--sync-bn", NULL};
+    CHECK_MSG(run(4, resnet) == 0, "resnet18 on CIFAR, dp 2 x 2 stages, --sync-bn");
     char p1[300], p2[300], pz[300], mz[300];
     snprintf(pz, sizeof pz, "%s/zero.safetensors", dir);
     snprintf(mz, sizeof mz, "%s/zero.jsonl", dir);
@@ -130,9 +131,9 @@ int main(void) {
                         "--no-eval", "--prefetch", "3", "--save-model", p2, "--quiet", NULL};
     CHECK_MSG(run(2, nopf) == 0 && run(2, pf) == 0, "data-parallel CIFAR-10 with and without --prefetch");
     CHECK_MSG(same_file(p1, p2), "the model trained with --prefetch differs from the one without");
-    char *const pipe_syncbn[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--pp", "2", "--sync-bn",
-                                 NULL};
-    CHECK(run(2, pipe_syncbn) != 0 && log_has("--sync-bn cannot be combined with --pp 2"));
+    char *const tp_syncbn[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--tp", "2", "--sync",
+                               "ddp", NULL};
+    CHECK(run(2, tp_syncbn) != 0 && log_has("--sync cannot be combined with --pp 1 / --tp 2"));
     char *const nopipe[] = {SPMD_TRAIN_EXE, "--dataset", "cifar10", "--data", dir, "--schedule", "gpipe", NULL};
     CHECK(run(1, nopipe) != 0 && log_has("--schedule schedules a pipeline: it needs --pp 2 or more"));
     unlink(p1), unlink(p2), unlink(pz), unlink(mz);

@@ -413,12 +413,15 @@ static int build(ptrainer *t) {
         if (spmd_model_build(t->L, &bo, &t->model, t->err, sizeof t->err)) return -1;
         if (o->load_model && o->tp == 1 && spmd_model_load(t->model, o->load_model, t->err, sizeof t->err))
             return -1;   /* --zero alone: the whole model here (with --tp > 1: par_load_model) */
-        /* --zero alone: every rank holds the whole model, the replicas are the data-parallel group */
-        if (o->sync_bn && t->mesh.dp > 1 &&
-            spmd_model_set_syncbn(t->model, spmd_syncbn_group_reduce, t->mesh.dp_group)) {
-            snprintf(t->err, sizeof t->err, "cannot make the BatchNorm layers SyncBatchNorm");
-            return -1;
-        }
+    }
+    /* --sync-bn: a stage's (or the whole model's) BatchNorm layers reduce over
+     * its data-parallel replicas, which run the same schedule; the models
+     * --tp supports have none, as in the data-parallel trainer a no-op */
+    if (o->sync_bn && t->mesh.dp > 1 &&
+        (t->pipe ? spmd_pipe_set_syncbn(t->pipe, spmd_syncbn_group_reduce, t->mesh.dp_group)
+                 : spmd_model_set_syncbn(t->model, spmd_syncbn_group_reduce, t->mesh.dp_group))) {
+        snprintf(t->err, sizeof t->err, "cannot make the BatchNorm layers SyncBatchNorm");
+        return -1;
     }
     /* the ranks of a tensor-parallel group share the dropout stream: the
      * activations before a column-parallel layer are replicated and must be
