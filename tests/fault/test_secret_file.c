@@ -208,50 +208,75 @@ static void test_user_secret_race(void) {
 }
 
 /* A process of another uid with the store's address: with its own per-user
- * secret it is refused; it cannot read ours. */
+ * secret it is refused; it cannot read ours.  The clients are forked before
+ * the server's thread exists and are sent its port: a fork while another
+ * thread holds a lock (ASan's allocator, OpenSSL's) can leave the child
+ * blocked on that lock for ever. */
+static void nobody_client(const char *cfg, int port_fd, int out_fd) {
+    char err[600] = "";
+    int port = 0;
+    struct pollfd pf = {.fd = port_fd, .events = POLLIN, .revents = 0};
+    if (poll(&pf, 1, 60000) != 1 || read(port_fd, &port, sizeof port) != (ssize_t)sizeof port || port <= 0)
+        _exit(4);
+    if (as_nobody()) _exit(2);
+    setenv("XDG_CONFIG_HOME", cfg, 1);
+    setenv("SPMD_LOG_LEVEL", "error", 1);
+    spmd_store *c = NULL;
+    spmd_status st = spmd_store_connect("127.0.0.1", port, 5000, &c, err, sizeof err);
+    if (st == SPMD_OK) {
+        spmd_store_close(c);
+        snprintf(err, sizeof err, "CONNECTED");
+    }
+    if (write(out_fd, err, strlen(err)) < 0) _exit(3);
+    _exit(0);
+}
+
 static void test_other_uid_refused(void) {
     char rootcfg[300], nbcfg[300];
     snprintf(rootcfg, sizeof rootcfg, "%s/home/.config", base); /* made by the race test */
     snprintf(nbcfg, sizeof nbcfg, "%s/nobody", base);
     REQUIRE_VOID(mkdir(nbcfg, 0700) == 0 && chown(nbcfg, NOBODY, NOBODY) == 0);
     setenv("XDG_CONFIG_HOME", rootcfg, 1);
-    spmd_store_server *srv = tsu_server();
-    REQUIRE_VOID(srv);
-    int port = spmd_store_server_port(srv);
     const char *cfgs[2] = {nbcfg, rootcfg};
+    int to_child[2], from_child[2];
+    pid_t pids[2];
+    fflush(NULL);
     for (int k = 0; k < 2; k++) {
-        int p[2];
-        REQUIRE_VOID(pipe(p) == 0);
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(p[0]);
-            char err[600] = "";
-            if (as_nobody()) _exit(2);
-            setenv("XDG_CONFIG_HOME", cfgs[k], 1);
-            setenv("SPMD_LOG_LEVEL", "error", 1);
-            spmd_store *c = NULL;
-            spmd_status st = spmd_store_connect("127.0.0.1", port, 5000, &c, err, sizeof err);
-            if (st == SPMD_OK) {
-                spmd_store_close(c);
-                snprintf(err, sizeof err, "CONNECTED");
-            }
-            if (write(p[1], err, strlen(err)) < 0) _exit(3);
-            _exit(0);
+        int a[2], b[2];
+        REQUIRE_VOID(pipe(a) == 0 && pipe(b) == 0);
+        pids[k] = fork();
+        REQUIRE_VOID(pids[k] >= 0);
+        if (pids[k] == 0) {
+            close(a[1]);
+            close(b[0]);
+            nobody_client(cfgs[k], a[0], b[1]);
         }
-        close(p[1]);
+        close(a[0]);
+        close(b[1]);
+        to_child[k] = a[1];
+        from_child[k] = b[0];
+    }
+    spmd_store_server *srv = tsu_server();
+    int port = srv ? spmd_store_server_port(srv) : 0;
+    for (int k = 0; k < 2; k++) {
+        if (write(to_child[k], &port, sizeof port) != (ssize_t)sizeof port) CHECK_MSG(0, "port to client %d", k);
+        close(to_child[k]);
         char msg[700] = "";
-        ssize_t r = read(p[0], msg, sizeof msg - 1);
+        struct pollfd pf = {.fd = from_child[k], .events = POLLIN, .revents = 0};
+        ssize_t r = poll(&pf, 1, 60000) == 1 ? read(from_child[k], msg, sizeof msg - 1) : -1;
         msg[r > 0 ? r : 0] = 0;
-        close(p[0]);
-        waitpid(pid, NULL, 0);
+        close(from_child[k]);
+        if (r < 0) kill(pids[k], SIGKILL);
+        int status = 0;
+        waitpid(pids[k], &status, 0);
         if (k == 0)
-            CHECK_MSG(strstr(msg, "failed to prove"), "nobody with its own secret is refused: %s", msg);
+            CHECK_MSG(strstr(msg, "failed to prove"), "nobody with its own secret is refused: %s (status %d)", msg,
+                      status);
         else
             CHECK_MSG(strstr(msg, "cannot read the per-user secret") && strstr(msg, "Permission denied"),
-                      "nobody cannot read root's per-user secret: %s", msg);
+                      "nobody cannot read root's per-user secret: %s (status %d)", msg, status);
     }
-    spmd_store_server_stop(srv);
+    if (srv) spmd_store_server_stop(srv);
 }
 
 int main(void) {
