@@ -199,11 +199,11 @@ static spmd_status agree(spmd_group *g, spmd_status st, const char *what, char *
 
 /* ---- save -------------------------------------------------------------------- */
 
-spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
-                      const int64_t state[CK_STATE_N],
-                      const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
-                      size_t errlen) {
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, ckpt_hold *hold, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir,
+                      size_t dirlen, char *err, size_t errlen) {
     int rank = g ? spmd_group_rank(g) : 0;
+    int deferred = saver && hold;
     snprintf(dir, dirlen, "%s/step-%lld", root, (long long)state[CK_GLOBAL_STEP]);
     /* every rank creates the folders (EEXIST is fine), so none waits for rank 0's */
     spmd_status st = SPMD_OK;
@@ -211,18 +211,38 @@ spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, co
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         st = SPMD_ERR_IO;
     }
-    ckpt_boxes b;
-    if (ckpt_boxes_build(L, 1, &b) != 0 && st == SPMD_OK) {
+    ckpt_boxes local_b;
+    int64_t local_state[CK_STATE_N], local_rng[4];
+    ckpt_boxes *b = deferred ? &hold->b : &local_b;
+    int64_t *state_copy = deferred ? hold->state : local_state, *rng_row = deferred ? hold->rng : local_rng;
+    ckpt_layout Lb = *L;
+    if (deferred) {
+        ckpt_staged(saver, hold);   /* the previous save's boxes are done with */
+        /* the buffers change in the next forward (BatchNorm): copied now */
+        size_t nbuf = 0;
+        spmd_model_buffers(L->model, &nbuf);
+        if (nbuf > hold->buffers_cap) {
+            free(hold->buffers);
+            hold->buffers_cap = 0;
+            if ((hold->buffers = malloc(nbuf * sizeof(float)))) hold->buffers_cap = nbuf;
+        }
+        if (nbuf && !hold->buffers && st == SPMD_OK) {
+            snprintf(err, errlen, "out of memory copying the buffers");
+            st = SPMD_ERR_NOMEM;
+        }
+        if (nbuf && hold->buffers) memcpy(hold->buffers, L->buffers, nbuf * sizeof(float));
+        Lb.buffers = hold->buffers;
+    }
+    if (ckpt_boxes_build(&Lb, 1, b) != 0 && st == SPMD_OK) {
         snprintf(err, errlen, "out of memory describing the checkpoint");
         st = SPMD_ERR_NOMEM;
     }
-    int64_t state_copy[CK_STATE_N], rng_row[4];
-    memcpy(state_copy, state, sizeof state_copy);
-    memcpy(rng_row, rng, sizeof rng_row);
+    memcpy(state_copy, state, sizeof(int64_t) * CK_STATE_N);
+    memcpy(rng_row, rng, sizeof(int64_t) * 4);
     int64_t g1[1] = {CK_STATE_N}, g2[2] = {state[CK_WORLD], 4};
-    spmd_dcp_shard *s = box_add(&b, "trainer.state", "int64", 1, g1);
+    spmd_dcp_shard *s = box_add(b, "trainer.state", "int64", 1, g1);
     if (s) s->sizes[0] = CK_STATE_N, s->data = state_copy;
-    spmd_dcp_shard *r = s ? box_add(&b, "trainer.rng", "int64", 2, g2) : NULL;
+    spmd_dcp_shard *r = s ? box_add(b, "trainer.rng", "int64", 2, g2) : NULL;
     if (r) r->offsets[0] = rank, r->sizes[0] = 1, r->sizes[1] = 4, r->data = rng_row;
     if (!r && st == SPMD_OK) {
         snprintf(err, errlen, "out of memory describing the checkpoint");
@@ -234,10 +254,23 @@ spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, co
     char what[4300];
     snprintf(what, sizeof what, "prepare its part of %s", dir);
     if ((st = agree(g, st, what, err, errlen)) == SPMD_OK)   /* the save's own status is agreed */
-        st = saver ? spmd_dcp_save_async(saver, dir, b.s, b.n, items, 2, err, errlen)
-                   : spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
-    ckpt_boxes_free(&b);
+        st = deferred ? spmd_dcp_save_async_deferred(saver, dir, b->s, b->n, items, 2, err, errlen)
+             : saver  ? spmd_dcp_save_async(saver, dir, b->s, b->n, items, 2, err, errlen)
+                      : spmd_dcp_save(g, dir, b->s, b->n, items, 2, err, errlen);
+    if (!deferred) ckpt_boxes_free(b);   /* else until ckpt_staged: the thread copies from them */
     return st;
+}
+
+void ckpt_staged(spmd_dcp_saver *saver, ckpt_hold *hold) {
+    if (!saver) return;
+    spmd_dcp_save_staged(saver);
+    if (hold) ckpt_boxes_free(&hold->b);
+}
+
+void ckpt_hold_free(ckpt_hold *hold) {
+    ckpt_boxes_free(&hold->b);
+    free(hold->buffers);
+    memset(hold, 0, sizeof *hold);
 }
 
 /* ---- find -------------------------------------------------------------------- */

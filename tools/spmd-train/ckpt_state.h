@@ -51,15 +51,35 @@ enum {
     CK_STATE_N
 };
 
+/* What an --async-checkpoint save still needs until the saver's thread has
+ * copied it (spmd_dcp_save_async_deferred): the boxes, and copies of what
+ * the next step changes before its optimizer step (BatchNorm buffers in
+ * forward, the dropout RNG, the position).  Zero-initialised; kept across
+ * saves (the buffer copy is reused). */
+typedef struct {
+    ckpt_boxes b;
+    float *buffers;
+    size_t buffers_cap;
+    int64_t state[CK_STATE_N], rng[4];
+} ckpt_hold;
+
 /* Save into root/step-<global step> (collective over g; NULL: one process).
  * rng: this rank's dropout RNG (4 words).  The status is agreed.  saver
- * non-NULL (--async-checkpoint): the state is copied into the saver's
- * staging buffer and written by its thread; this returns once copied (a
- * failure of the previous background save is returned here, or by
+ * non-NULL (--async-checkpoint; hold then too): a deferred save — this
+ * returns once the save is started, the parameters and optimizer state are
+ * copied into the saver's staging buffer by its thread while the next step's
+ * forward runs, and ckpt_staged must be called before anything changes them
+ * (a failure of the previous background save is returned here, or by
  * spmd_dcp_save_wait at the end). */
-spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
-                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
-                      size_t errlen);
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, ckpt_hold *hold, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir,
+                      size_t dirlen, char *err, size_t errlen);
+
+/* Wait until the last deferred save has copied this rank's state (at once
+ * when none is pending; saver NULL: nothing), and release hold's boxes. */
+void ckpt_staged(spmd_dcp_saver *saver, ckpt_hold *hold);
+/* After spmd_dcp_saver_free (nothing copies from it any more). */
+void ckpt_hold_free(ckpt_hold *hold);
 
 /* The checkpoint to resume (collective): path is a step-N directory (it has
  * a .metadata) or a root whose newest complete step-N is taken (a killed

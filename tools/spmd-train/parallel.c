@@ -29,6 +29,7 @@ typedef struct {
     spmd_optim *optim;
     spmd_zero *zero;
     spmd_dcp_saver *saver;   /* --async-checkpoint */
+    ckpt_hold hold;          /* what its deferred save copies from, until staged before the next step */
     train_data d[2];
     size_t in_size;
     int first, last, reporter, rank;
@@ -133,7 +134,7 @@ static int par_save(ptrainer *t, int epoch, long step_in_epoch, long step) {
     char dir[4200];
     par_layout(t, &L);
     par_state(t, &L, epoch, step_in_epoch, step, s);
-    spmd_status st = ckpt_save(t->g, t->saver, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
+    spmd_status st = ckpt_save(t->g, t->saver, &t->hold, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
                                sizeof dir, t->err, sizeof t->err);
     if (st != SPMD_OK) return report_fail(t->rank, "checkpoint", st, t->err);
     t->saved_step = step;
@@ -294,6 +295,7 @@ static int train(ptrainer *t) {
                 }
             }
             double t2 = report_now();
+            ckpt_staged(t->saver, &t->hold);   /* a deferred save has copied the state it changes */
             spmd_status st = SPMD_OK;
             if (t->zero) st = spmd_zero_step(t->zero, params, grads);
             else {
@@ -486,6 +488,7 @@ int train_model_parallel(const options *o) {
     report_close(&t->rep);
     spmd_zero_free(t->zero);
     spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
+    ckpt_hold_free(&t->hold);
     spmd_optim_free(t->optim);
     if (t->pipe) spmd_pipe_free(t->pipe);
     else spmd_model_free(t->model);
