@@ -61,8 +61,9 @@ void spmd__fw_free(spmd__fw *f);
  * written from where it is, never copied. */
 spmd_status spmd__torch_save_tensor(spmd__fw *f, const char *dtype, int ndim, const int64_t *shape,
                                     const void *data);
-/* Put torch.save(bytes(data)) to f. */
-spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len);
+/* Put torch.save(bytes(data)) to f; pickled: data is the pickle of the
+ * value to save (data.pkl as it is). */
+spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len, int pickled);
 /* The bytes object of a torch.save archive (a copy, malloc'd). */
 spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
                                     size_t *len, char *err, size_t errlen);

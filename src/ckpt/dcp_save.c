@@ -310,7 +310,7 @@ static spmd_status write_mine(const char *dir, int rank, plan *p, const spmd_dcp
         if (!it->owned) continue;
         uint64_t off = f.off;
         if (local < ns) st = spmd__torch_save_tensor(&f, s[local].dtype, s[local].ndim, s[local].sizes, s[local].data);
-        else st = spmd__torch_save_bytes(&f, b[local - ns].data, b[local - ns].len);
+        else st = spmd__torch_save_bytes(&f, b[local - ns].data, b[local - ns].len, b[local - ns].pickled);
         if (st) st = spmd__fail(err, errlen, st, "save %s: %s: cannot encode (%s)", dir, it->fqn, spmd_status_str(st));
         uint64_t loc[2] = {off, f.off - off};
         spmd__pw_raw(locs, loc, sizeof loc);

@@ -118,12 +118,16 @@ spmd_status spmd__torch_save_tensor(spmd__fw *f, const char *dtype, int ndim, co
     return z ? SPMD_ERR_NOMEM : SPMD_OK;
 }
 
-spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len) {
+spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len, int pickled) {
     if (len >= 0xfff00000u) return SPMD_ERR_UNSUPPORTED;
     spmd__pw p = {0};
-    spmd__pw_proto(&p);
-    spmd__pw_bytes(&p, data, len);
-    spmd__pw_stop(&p);
+    if (pickled) {
+        spmd__pw_raw(&p, data, len);
+    } else {
+        spmd__pw_proto(&p);
+        spmd__pw_bytes(&p, data, len);
+        spmd__pw_stop(&p);
+    }
     if (p.failed) {
         free(p.buf);
         return SPMD_ERR_NOMEM;

@@ -51,7 +51,7 @@ int main(void) {
                            {"big", "float32", 1, {big_n}, {0}, {big_n}, big},
                            {"mid", "float32", 2, {100, 200}, {0, 0}, {100, 200}, mid},
                            {"step", "int64", 0, {0}, {0}, {0}, &step}};
-    spmd_dcp_bytes b = {"note", "hello", 5};
+    spmd_dcp_bytes b = {"note", "hello", 5, 0};
     snprintf(sub, sizeof sub, "%s/golden", dir);
     CHECK_MSG(spmd_dcp_save(NULL, sub, s, 4, &b, 1, err, sizeof err) == SPMD_OK, "%s", err);
     snprintf(path, sizeof path, "%s/__0_0.distcp", sub);

@@ -51,7 +51,7 @@ size_t fuzz_seed_input(unsigned i, uint8_t *buf, size_t cap) {
     FILE *tf = tmpfile(); /* the archives are written to a file, as a save writes them */
     if (!tf) return 0;
     spmd__fw w = {.fd = fileno(tf)};
-    if (i % 4 == 3) spmd__torch_save_bytes(&w, "rng-state", 9);
+    if (i % 4 == 3) spmd__torch_save_bytes(&w, "rng-state", 9, 0);
     else spmd__torch_save_tensor(&w, i % 2 ? "int32" : "float32", (int)(i % 4 == 2 ? 0 : 2), shapes[i % 3], f);
     spmd__fw_flush(&w);
     spmd__fw_free(&w);

@@ -12,7 +12,7 @@
  *     equal to its checkpoint's model.* tensors; that file --load-model'ed
  *     in one process, at dp 1 x tp 2 and at dp 2 x pp 2 and saved again is
  *     the same bytes (another model's file is refused naming the tensor);
- *   both trainers (ZeRO-1 with AdamW; pp 2; DDP with dropout) continue bit
+ *   both trainers (ZeRO-1 with AdamW; pp 2; DDP; all with dropout) continue bit
  *     for bit in the same layout: 3 steps + --resume + 3 == 6 straight (written
  *     with --async-checkpoint: its deferred step-4 save equals the resumed
  *     run's), across an epoch's end; the data-parallel trainer reports the
@@ -237,10 +237,10 @@ int main(void) {
         int same = 0;
         snprintf(straight, sizeof straight, "straight%d", pp);
         snprintf(split, sizeof split, "split%d", pp);
-        /* ZeRO-1 with dropout (its RNG is saved); the pipeline's per-slot
-         * dropout streams are not saved: --no-dropout there */
+        /* all with dropout: the RNG words are saved (the pipeline's: every
+         * micro-batch slot's stream, trainer.pipe_rng) */
         static const char *const how[3][5] = {{"--zero", "--optimizer", "adamw", "--lr", "0.001"},
-                                              {"--pp", "2", "--microbatches", "2", "--no-dropout"},
+                                              {"--pp", "2", "--microbatches", "2", "--quiet"},
                                               {"--momentum", "0.9", "--weight-decay", "0.0001", "--quiet"}};
         static const char *const names[3] = {"ZeRO-1", "pp 2", "DDP"};
         const char *const *h = how[pp];

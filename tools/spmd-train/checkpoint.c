@@ -14,6 +14,7 @@ static void layout_of(trainer *t, ckpt_layout *L) {
     L->optim = t->optim;
     L->state_off = 0;
     L->state_count = t->nparams;
+    L->param_groups = 1;
 }
 
 static void state_of(const trainer *t, int64_t *s) {

@@ -7,9 +7,13 @@
  * the keys torch's dcp.save({"model": model.state_dict(), "optim":
  * get_optimizer_state_dict(model, opt)}) uses: model.<param>, model.<bn
  * buffer>, optim.state.<param>.momentum_buffer (SGD) or .exp_avg, .exp_avg_sq
- * and .step (Adam, AdamW); then the trainer's own items: trainer.state (the
+ * and .step (Adam, AdamW), optim.param_groups.0.<key> (torch 2.6's
+ * hyperparameter keys of torch.optim.SGD, Adam, AdamW, and params: the
+ * parameter names; not by pipeline stages); then the trainer's own items: trainer.state (the
  * position, int64), trainer.rng (one row of dropout RNG words per rank) and
- * the bytes items trainer.model and trainer.optimizer. */
+ * the bytes items trainer.model and trainer.optimizer; a pipeline stage
+ * also trainer.pipe_rng (world x microbatches x 4 int64: every micro-batch
+ * slot's dropout RNG words). */
 #ifndef SPMD_TRAIN_CKPT_STATE_H
 #define SPMD_TRAIN_CKPT_STATE_H
 #include "spmd/ckpt.h"
@@ -23,6 +27,11 @@ typedef struct {
     int t;                    /* tensor-parallel rank: a sharded tensor is block t of its dim */
     spmd_optim *optim;        /* its state covers params[state_off, state_off + state_count) */
     size_t state_off, state_count;
+    uint64_t *slot_rng;       /* a pipeline stage: slot_rows x 4 words, every micro-batch slot's dropout
+                                 RNG (rows past the stage's slots zero); saved and loaded; else NULL */
+    int slot_rows;            /* the micro-batch count: every stage saves that many rows */
+    int param_groups;         /* 1: the rank knows every parameter's name (not a pipeline stage): the
+                                 optimizer's param_groups are saved (optim.param_groups.0.*) */
 } ckpt_layout;
 
 /* The boxes of L's tensors this rank holds, as spmd_dcp_shard under torch's
@@ -33,6 +42,9 @@ typedef struct {
     char **names;  /* owned key strings */
     size_t nnames;
     float *steps;  /* Adam's per-tensor step (a 0-d float32, as torch 2.x) */
+    int64_t *slot_rng;  /* a copy of L->slot_rng (the next forward changes it) */
+    spmd_dcp_bytes items[16];  /* optim.param_groups.0.<key>: pickles of torch's values */
+    size_t nitems;
 } ckpt_boxes;
 int ckpt_boxes_build(const ckpt_layout *L, int with_optim, ckpt_boxes *b);
 void ckpt_boxes_free(ckpt_boxes *b);
