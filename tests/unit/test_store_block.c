@@ -260,7 +260,7 @@ static void test_server_stops_while_waiting(void) {
     void *v;
     size_t n;
     CHECK(spmd_store_get(c, "x", &v, &n) == SPMD_ERR_REMOTE);
-    CHECK(tsu_ms_since(t0) < 1000);
+    CHECK(tsu_ms_since(t0) < 10000); /* at once: no wait for the 60 s timeout */
     spmd_store_close(c);
 }
 
