@@ -5,6 +5,10 @@ spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault e
 spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
 # spmd_elastic around a training loop: shrink, two killed at once, grow, replace.
 spmd_test(test_elastic_train SOURCES mp/test_elastic_train.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
+# Deaths inside the recovery (SPMD_TEST_DIE_AT: in the shrink's agreement and
+# formation, in the state transfer to survivors and to a joiner) and a rank
+# stopped past the heartbeat timeout, resumed and refused.
+spmd_test(test_elastic_faults SOURCES mp/test_elastic_faults.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
 # The one-page example: a rank killed mid-training (rank 0, the store's host,
 # and rank 2), the survivors shrink and finish with bit-identical weights.
 foreach(victim 0 2)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/test_die.h"
 #include "group_internal.h"
 #include "transport/liveness.h"
 
@@ -145,6 +146,7 @@ static int agree_members(attempt *a, int *members, spmd_status *stp, char *err, 
         *stp = store_gone(a, err, errlen);
         goto out;
     }
+    spmd__test_die_at("shrink-registered", g->rank, a->epoch);
     if ((*stp = await_keys(a, "alive", state, blamed == g->rank ? -1 : blamed, err, errlen))) goto out;
     format_set(state, g->world, set, (size_t)g->world * 12 + 1);
     snprintf(key, sizeof key, "shrink%d/members", a->epoch);
@@ -228,6 +230,7 @@ static void unbuilt_free(spmd_group *s) {
 static void *formation_main(void *arg) {
     formation *f = arg;
     char err[SPMD__ERRLEN] = "";
+    spmd__test_die_at("shrink-form", f->s->parent_ranks[f->s->rank], f->s->epoch); /* its old rank */
     spmd_status st = spmd__group_connect(f->s, f->s->bind_host, err, sizeof err);
     if (!st) st = spmd__group_standby_start(f->s, err, sizeof err); /* the new group's own standby */
     pthread_mutex_lock(&f->mu);
@@ -426,6 +429,7 @@ static spmd_status shrink_once(attempt *a, spmd_store **sb_root, spmd_store **sb
                           "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
                           "without it", g->rank, a->epoch);
     }
+    spmd__test_die_at("shrink-agreed", g->rank, a->epoch);
     if (n > 1 && (st = await_ready(a, members, n, err, errlen))) {
         free(members);
         return st;
