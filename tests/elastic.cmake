@@ -42,3 +42,12 @@ add_test(NAME train_elastic_replace COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elast
 add_test(NAME train_elastic_replace_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 4 16 replace)
 set_tests_properties(train_elastic_replace train_elastic_replace_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")
+# The same across two network namespaces (two spmdruns, --nnodes 2, TCP
+# between them): rank 0 killed (world 3); ranks 1 and 2, one on each side,
+# killed at once (world 2).
+add_test(NAME train_elastic_netns_rank0 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic_netns.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 0:3 3 21)
+add_test(NAME train_elastic_netns_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic_netns.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
+set_tests_properties(train_elastic_netns_rank0 train_elastic_netns_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     RUN_SERIAL TRUE LABELS "train;elastic;netns")
