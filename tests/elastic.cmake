@@ -51,3 +51,12 @@ add_test(NAME train_elastic_netns_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ela
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
 set_tests_properties(train_elastic_netns_rank0 train_elastic_netns_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      RUN_SERIAL TRUE LABELS "train;elastic;netns")
+# A worker stopped past the heartbeat timeout, resumed by the others: it is
+# told it was excluded and exits with SPMD_EXIT_EXCLUDED, which spmdrun
+# --on-failure shrink counts as lost; the others finish identical.
+add_executable(elastic_stop_worker elastic/stop_worker.c)
+target_link_libraries(elastic_stop_worker PRIVATE spmd_static)
+target_include_directories(elastic_stop_worker PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_test(NAME spmdrun_on_failure_excluded COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/stopped.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:elastic_stop_worker>)
+set_tests_properties(spmdrun_on_failure_excluded PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")

@@ -56,6 +56,7 @@ int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max) {
 }
 
 int spmd_group_epoch(const spmd_group *g) { return g ? g->epoch : -1; }
+int spmd_group_was_excluded(const spmd_group *g) { return g ? g->excluded : 0; }
 
 /* "0,1,3" for the ranks marked R_IN. */
 static void format_set(const char *state, int world, char *out, size_t outlen) {
@@ -425,6 +426,7 @@ static spmd_status shrink_once(attempt *a, spmd_store **sb_root, spmd_store **sb
         if (members[i] == g->rank) me = i;
     if (me < 0) {
         free(members);
+        g->excluded = 1;
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
                           "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
                           "without it", g->rank, a->epoch);

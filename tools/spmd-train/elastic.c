@@ -115,7 +115,10 @@ static int recover(elastic_run *r, const char *what) {
     long step = t->global_step;
     if (spmd_elastic_recover(r->e) != SPMD_OK) {
         snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r->e));
-        return dp_fail(t, "elastic recovery", SPMD_ERR_REMOTE);
+        int rc = dp_fail(t, "elastic recovery", SPMD_ERR_REMOTE);
+        /* left out by the others (stopped past the heartbeat timeout, then
+         * resumed): a lost worker to spmdrun, not the job's failure */
+        return spmd_group_was_excluded(spmd_elastic_group(r->e)) ? SPMD_EXIT_EXCLUDED : rc;
     }
     spmd_elastic_info in = spmd_elastic_last(r->e);
     report_say(&t->rep,
