@@ -60,3 +60,15 @@ target_include_directories(elastic_stop_worker PRIVATE ${PROJECT_SOURCE_DIR}/src
 add_test(NAME spmdrun_on_failure_excluded COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/stopped.sh
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:elastic_stop_worker>)
 set_tests_properties(spmdrun_on_failure_excluded PROPERTIES TIMEOUT 120 LABELS "launcher;elastic")
+# --elastic --zero: ZeRO-1 shards re-dealt over the shrunk and the grown
+# group end where plain --elastic does, to the bit (rank 1 killed; ranks 0
+# and 2 at once; rank 1 replaced; rank 1 killed before the parameters'
+# all_gather, so the survivors undo their shards' update); a shard's owner
+# and buddy killed at once
+# (ranks 1 and 2) end the --zero run with every survivor naming it.
+foreach(c "1:3;shrink" "0:3,2:3;shrink" "1:3;replace" "1:3,2:3;shrink;1" "1:3:gather;shrink")
+  string(REGEX REPLACE "[:,;]" "_" n "${c}")
+  add_test(NAME train_elastic_zero_${n} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic_zero.sh
+           $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${c})
+  set_tests_properties(train_elastic_zero_${n} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")
+endforeach()
