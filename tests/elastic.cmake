@@ -32,8 +32,15 @@ add_test(NAME train_elastic_kill_rank0 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/el
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 0:3 3 21)
 add_test(NAME train_elastic_kill_two COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
          $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3,2:3 2 30)
-set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "train;elastic")
+# Rank 1 killed at step 3 and rank 2 dying inside the recovery, while the
+# survivors form the new group's mesh; or rank 0, the source, dying after
+# sending the survivors its first state: world 2 after 2 + 12 + 16 steps.
+add_test(NAME train_elastic_die_in_shrink COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 2 30 shrink shrink-form:2@1)
+add_test(NAME train_elastic_die_in_transfer COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/train_elastic.sh
+         $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> 1:3 2 30 shrink elastic-transfer:0@1)
+set_tests_properties(train_elastic_kill_rank0 train_elastic_kill_two train_elastic_die_in_shrink
+                     train_elastic_die_in_transfer PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic")
 # spmdrun --on-failure replace: rank 1 killed at step 3, a new worker joins
 # the three survivors at once and the run ends at world 4 after 2 + 6 + 8
 # steps, every replica identical; the same with ranks 1 and 2 killed at once.
