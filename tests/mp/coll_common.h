@@ -161,7 +161,8 @@ static inline int test_counts(int w, size_t es, size_t *out) {
  * segments; returns 0 on success. */
 static inline int run_world(int world, spmd_spawn_fn fn, void *arg, int timeout_s) {
     char report[512];
-    setenv("SPMD_TIMEOUT", "10", 0); /* keep a value the caller set (debugging) */
+    setenv("SPMD_TIMEOUT", "60", 0); /* keep a value the caller set (debugging); 10 s was
+                                       * too short for 4 TSan ranks on a busy 2-core machine */
     setenv("SPMD_SEGMENT_BYTES", "256", 0);
     spmd_status st = test_spawn(world, fn, arg, timeout_s * 1000, report, sizeof report);
     if (st != SPMD_OK) {
