@@ -53,6 +53,19 @@ if(TARGET spmd_torch)
            COMMAND ${SPMD_PYTHON} ${TORCH_TEST_DIR}/pip_install.py ${PROJECT_SOURCE_DIR})
   set_tests_properties(torch_pip_install PROPERTIES TIMEOUT 1800 LABELS "torch;no-asan;no-tsan"
     RESOURCE_LOCK spmd_torch_pip)
+  # torch's own distributed suite (tests/torch/suite), the part CI runs on
+  # both torches, each test required to pass on spmd at world 2: the tests
+  # torch gates on the name "gloo" (timeouts, batch isend/irecv, object
+  # lists, sparse all_reduce) and the backend's name.  The whole suite,
+  # gloo against spmd: make torch-suite / torch-suite2.
+  add_test(NAME torch_dist_suite
+           COMMAND ${CMAKE_COMMAND} -E env BACKEND=spmd WORLD_SIZE=2
+                   PYTHONPATH=${PROJECT_BINARY_DIR}/python
+                   ${SPMD_PYTHON} ${TORCH_TEST_DIR}/suite/dist_suite.py --require-pass
+                   test_barrier_timeout_full_group test_batch_isend_irecv_gloo
+                   test_broadcast_object_list test_sparse_all_reduce_sum test_get_backend
+           WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  set_tests_properties(torch_dist_suite PROPERTIES TIMEOUT 300 LABELS "torch;no-asan;no-tsan")
   spmd_torch_test(torch_init_methods python 1 torch_init_methods.py)
   spmd_torch_test(torch_failure python 1 torch_failure.py)
 endif()

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "sparse_allreduce.hpp"
 #include "tensors.hpp"
 
 namespace spmd_torch {
@@ -98,6 +99,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::broadcast(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) {  // gloo's sparse COO all_reduce (blocking)
+    TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM,
+                "spmd allreduce: sparse tensors can only be summed (ReduceOp.SUM)");
+    tensors[0].copy_(sparseAllReduceSum(group_, tensors[0]));
+    return issued(newWork(OpType::ALLREDUCE, "allreduce", tensors, opts.timeout), SPMD_OK, false);
+  }
   const at::Tensor& t = single(tensors, "allreduce");
   spmd_dtype dt = reduceDtype(t, "allreduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "allreduce");

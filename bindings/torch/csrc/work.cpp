@@ -86,8 +86,13 @@ bool WorkSpmd::drive() {
     }
     spmd_status st = spmd_work_wait(h, -1);
     if (st != SPMD_OK && err.empty()) {
-      err = std::string("spmd ") + what_ + " failed: " + spmd_work_errmsg(h) + " (" +
-            spmd_status_name(st) + ")";
+      err = std::string("spmd ") + what_ + " failed: ";
+      // A timeout says so in gloo's words (" Timed out ", which torch's
+      // suite and users' scripts look for).
+      if (st == SPMD_ERR_TIMEOUT)
+        err += std::string("Timed out (SPMD_ERR_TIMEOUT): ") + spmd_work_errmsg(h);
+      else
+        err += std::string(spmd_work_errmsg(h)) + " (" + spmd_status_name(st) + ")";
     }
     if (opType_ == c10d::OpType::RECVANYSOURCE) source_ = spmd_work_source(h);
   }
