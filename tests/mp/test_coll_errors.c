@@ -8,7 +8,7 @@
  *    is sent: the group stays usable and the next collective succeeds.
  * 2. Ranks that disagree (count, dtype, op, root, or the collective itself)
  *    end the call with SPMD_ERR_MISMATCH on every rank, quickly — never a
- *    hang (SPMD_TIMEOUT=10 bounds a bug) and never a write past a buffer
+ *    hang (run_world's SPMD_TIMEOUT bounds a bug) and never a write past a buffer
  *    (ASan would see it).  Roots are settled by the agreement step before
  *    anything moves: the group stays usable; any other disagreement fails
  *    the group.  (test_coll_agree covers algorithms and settings.)
@@ -146,8 +146,10 @@ static int mismatch(int rank, int w, void *arg) {
         spmd_group_destroy(g);
         return 1;
     }
-    if (took > 8000) fprintf(stderr, "rank %d: mismatch '%s' took %lld ms to notice\n", rank, MM_NAMES[kind], (long long)took);
-    RREQUIRE(took < 8000); /* found by the transfer headers, not by the deadline */
+    /* found by the transfer headers, not by the deadline (SPMD_TIMEOUT, 120 s):
+     * half of it leaves room for a loaded machine */
+    if (took > 60000) fprintf(stderr, "rank %d: mismatch '%s' took %lld ms to notice\n", rank, MM_NAMES[kind], (long long)took);
+    RREQUIRE(took < 60000);
     RREQUIRE(st == SPMD_ERR_MISMATCH);
     if (kind == MM_ROOT) {
         RREQUIRE(strstr(spmd_group_errmsg(g), "root") != NULL);
