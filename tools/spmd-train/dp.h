@@ -2,13 +2,15 @@
  * checkpoint.c. */
 #ifndef SPMD_TRAIN_DP_H
 #define SPMD_TRAIN_DP_H
+#include "ckpt_state.h"
 #include "spmd/ckpt.h"
 #include "train.h"
 
 typedef struct {
     double data, fwd, bwd, comm, opt;   /* seconds summed over steps */
     double prep;                        /* DDP: spmd_ddp_prepare (buffer broadcast) */
-    long steps;
+    double ckpt;                        /* the steps blocked by checkpoint saves (the call, the wait to stage) */
+    long steps, saves;
 } timing;
 
 typedef struct {
@@ -16,6 +18,7 @@ typedef struct {
     spmd_group *g;          /* NULL for a single process */
     spmd_ddp *ddp;          /* the reducer (world > 1 and --sync ddp) */
     spmd_dcp_saver *saver;  /* --async-checkpoint */
+    ckpt_hold hold;         /* what its deferred save copies from, until staged */
     int rank, world;
     spmd_model *model;
     spmd_optim *optim;
@@ -57,7 +60,12 @@ spmd_status train_evaluate(trainer *t, double *acc);
 int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samples, double *last_acc);
 
 /* checkpoint.c (the format: ckpt_state.h) */
+/* With --async-checkpoint the save is deferred: the saver's thread copies
+ * the parameters and optimizer state while the next step's forward runs;
+ * checkpoint_staged (in every step, before backward: the reducer's sharded
+ * step writes parameters during backward, on every rank) waits for it. */
 spmd_status checkpoint_save(trainer *t);
+void checkpoint_staged(trainer *t);
 /* Load the newest complete checkpoint of o.resume_dir; *loaded tells whether
  * there was one, dir which. */
 spmd_status checkpoint_load(trainer *t, int *loaded, char *dir, size_t dirlen);

@@ -49,6 +49,7 @@ spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, f
         return st;
     }
     *loss = spmd_cross_entropy(t->dlogits, logits, y, (int)b, spmd_model_num_outputs(t->model), NULL);
+    checkpoint_staged(t);   /* a deferred save's copy is done before any parameter changes */
     double t2 = report_now();
     st = spmd_model_backward(t->model, t->dlogits, sync_hook, t);
     if (st != SPMD_OK) {
