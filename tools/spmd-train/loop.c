@@ -110,7 +110,10 @@ static int setup(trainer *t) {
     oo.lr = t->o.lr_linear ? t->o.lr * (float)t->world : t->o.lr;
     oo.momentum = t->o.momentum;
     oo.weight_decay = t->o.weight_decay;
-    if ((st = spmd_optim_create(&oo, t->nparams, &t->optim)) != SPMD_OK)
+    /* --elastic --zero: the state lives in shards (elastic_zero.c) */
+    int sharded = t->o.elastic && t->o.zero;
+    if ((st = spmd_optim_create(&oo, sharded ? 1 : t->nparams, &t->optim)) != SPMD_OK ||
+        (sharded && (st = ezero_create(&t->ez, &oo, t->nparams)) != SPMD_OK))
         return dp_fail(t, "cannot create the optimizer", st);
 
     spmd_sampler_opts so = SPMD_SAMPLER_OPTS_DEFAULT;
@@ -357,6 +360,7 @@ int train_data_parallel(const options *o) {
     spmd_sampler_free(t->train_sampler);
     spmd_sampler_free(t->test_sampler);
     spmd_optim_free(t->optim);
+    ezero_free(t->ez);
     spmd_ddp_free(t->ddp);
     spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
     ckpt_hold_free(&t->hold);

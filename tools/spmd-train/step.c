@@ -60,7 +60,10 @@ spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, f
     if ((st = sync_finish(t)) != SPMD_OK) return st;
     double t4 = report_now();
     if (t->ddp && spmd_ddp_stepped(t->ddp)) spmd_optim_step_done(t->optim);   /* the reducer did it */
-    else spmd_optim_step(t->optim, t->params, t->grads);
+    else if (t->ez) {   /* --elastic --zero: the shards' step, the parameters all-gathered */
+        if ((st = ezero_step(t)) != SPMD_OK) return st;
+        spmd_optim_step_done(t->optim);
+    } else spmd_optim_step(t->optim, t->params, t->grads);
     double t5 = report_now();
     t->t.prep += t1b - t1;
     t->t.fwd += t2 - t1b;
