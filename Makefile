@@ -55,14 +55,20 @@ test: build
 	cd $(BUILD) && SPMD_TRANSPORT=tcp ctest -j $(JOBS) --output-on-failure -L $(TRANSPORT_LABELS)
 	cd $(BUILD) && SPMD_TRANSPORT=shm ctest -j $(JOBS) --output-on-failure -L $(TRANSPORT_LABELS)
 
+# The sanitizer builds are optimised a little (-O1, as the sanitizers'
+# documentation advises): every access is still instrumented, and the
+# compute-bound tests that fill most of the sanitizer stages (training) take
+# 1.5-1.75x less CPU than unoptimised (-O0; TSan: test_nn_conv 8.1 -> 5.3 s,
+# test_nn_layers 13.0 -> 7.4 s).
+SANITIZE_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG='-g -O1'
 test-asan:
-	$(CMAKE) -S . -B build-asan -DSPMD_WERROR=ON -DSPMD_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DSPMD_WITH_MPI=$(SPMD_WITH_MPI) >/dev/null
+	$(CMAKE) -S . -B build-asan -DSPMD_WERROR=ON -DSPMD_SANITIZE=address $(SANITIZE_FLAGS) -DSPMD_WITH_MPI=$(SPMD_WITH_MPI) >/dev/null
 	$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest -j $(JOBS) --output-on-failure -LE no-asan
 
 test-tsan:
-	$(CMAKE) -S . -B build-tsan -DSPMD_WERROR=ON -DSPMD_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DSPMD_WITH_MPI=$(SPMD_WITH_MPI) >/dev/null
+	$(CMAKE) -S . -B build-tsan -DSPMD_WERROR=ON -DSPMD_SANITIZE=thread $(SANITIZE_FLAGS) -DSPMD_WITH_MPI=$(SPMD_WITH_MPI) >/dev/null
 	$(CMAKE) --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		ctest -j $(JOBS) --output-on-failure -LE no-tsan

@@ -296,11 +296,17 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
 /* ---- spawn ------------------------------------------------------------ */
 /* Fork nprocs processes on this host, each with RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (served by a
- * store in this process) set, and call fn(rank, nprocs, arg) in each; the
- * child exits with fn's return value.  Waits for every child.  On failure
- * (non-zero exit or signal), the remaining children are killed and `report`
- * (if not NULL) tells which rank failed first and how.  Returns SPMD_OK if
- * every rank returned 0. */
+ * store in a further child process) set, and call fn(rank, nprocs, arg) in
+ * each; the child exits with fn's return value.  Waits for every child.  On
+ * failure (non-zero exit or signal), the remaining children are killed and
+ * `report` (if not NULL) tells which rank failed first and how.  Returns
+ * SPMD_OK if every rank returned 0.
+ * Threads: spmd_spawn starts none before it forks, but fn runs in a forked
+ * child, which holds only the calling thread; a lock another thread of the
+ * caller held at that moment (malloc's under a sanitizer, a library's) stays
+ * held in the child for ever.  So call it while the process has no other
+ * threads of its own: before any spmd_group, store server, RPC agent or
+ * async checkpoint exists, or after they are destroyed. */
 /* Inside a job started by a launcher (spmdrun, torchrun, mpirun, srun, a PMI
  * launcher: the environment names this process's rank), nothing is forked:
  * the launcher made the ranks, so this process runs fn(its rank, nprocs, arg)
