@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--kill-at-step", type=int, default=10)
+    ap.add_argument("--check-old-group", action="store_true",
+                    help="after a recovery, check that the replaced group refuses an operation")
     args = ap.parse_args()
 
     dist.init_process_group("spmd")
@@ -60,7 +62,14 @@ def main():
                 opt.step()
         except elastic.RanksFailed as e:
             print(f"rank {start_rank}: step {step}: {e.failed_ranks} failed; recovering", flush=True)
-            pg = el.recover()
+            old, pg = pg, el.recover()
+            if args.check_old_group:
+                try:
+                    old.allreduce([torch.zeros(1)], dist.AllreduceOptions()).wait()
+                    print(f"rank {start_rank}: the replaced group still ran an all_reduce", flush=True)
+                except RuntimeError as refused:
+                    print(f"rank {start_rank}: the replaced group refuses: {refused}".splitlines()[0],
+                          flush=True)
             ddp = DDP(model, process_group=pg)
             info = el.last_recovery()
             recoveries += 1
