@@ -13,6 +13,14 @@
 #
 #   bench/ckpt_bench.sh [BUILD_DIR] [REPS]        (defaults: build, 5)
 #
+# MODE=train measures instead what issue 26's goal names: the stall of
+# spmd-train's own --async-checkpoint (a deferred save: the step waits for
+# the save call and, before its backward, for the staging copy) against its
+# step, for the seed CNN and ResNet34 on Fashion-MNIST at WORLDS (default
+# "1 2", spmdrun): REPS+1 epochs of STEPS (default 8) steps, batch 32, one
+# checkpoint per epoch; the same runs without --async-checkpoint for
+# reference.  Prints spmd-train's "checkpoint stall" figures as key=value.
+#
 # MODELS / WORLDS change the grid ("cnn resnet34" / "1 2 4"); CKPT_DIR the
 # file system measured (default: a temporary folder under /var/tmp, not a
 # tmpfs).  Prints each measurement as one key=value line.
@@ -27,6 +35,27 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d "${CKPT_DIR:-/var/tmp}/ckpt-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+if [ "${MODE:-}" = train ]; then
+    STEPS=${STEPS:-8}
+    for model in $MODELS; do
+        for world in ${WORLDS_TRAIN:-1 2}; do
+            for how in async sync; do
+                flags=""
+                [ "$how" = async ] && flags=--async-checkpoint
+                rm -rf "$WORK/train"
+                # shellcheck disable=SC2086
+                out=$("$BUILD/tools/spmdrun" -n "$world" --master-port 0 -- "$BUILD/tools/spmd-train" \
+                    --model "$model" --batch-size 32 --train-samples $((32 * world * STEPS)) \
+                    --epochs $((REPS + 1)) --no-eval --quiet --threads 1 --checkpoint-dir "$WORK/train" $flags)
+                line=$(printf '%s\n' "$out" | grep '^checkpoint stall:') ||
+                    { echo "ckpt_bench.sh: no stall line from spmd-train" >&2; exit 1; }
+                printf '%s\n' "$line" | sed -n "s/^checkpoint stall: \([0-9]*\) save(s)[^,]*, \([0-9.]*\) ms per save, \([0-9.]*\) % of a step (\([0-9.]*\) ms)$/impl=spmd-train model=$model world=$world save=$how saves=\1 stall_ms=\2 stall_pct_of_step=\3 step_ms=\4/p"
+            done
+        done
+    done
+    exit 0
+fi
 TORCH=${TORCH:-1}
 ROOT=$("$SRC/scripts/torch2-root.sh" path 2>/dev/null || echo /var/cache/spmd/trixie-torch)
 [ -f "$ROOT/.spmd-ready" ] || TORCH=0

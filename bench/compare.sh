@@ -1,9 +1,14 @@
 #!/bin/sh
 # All-reduce and ping-pong, spmd against its peers in the same run:
 # Open MPI over TCP (--mca btl tcp,self), Open MPI over shared memory
-# (--mca btl vader,self), MPICH 4 (ch4, shared memory on one host), torch gloo.
+# (--mca btl vader,self), MPICH 4 (ch4, shared memory on one host), Open MPI 5
+# (Debian 13's, in the root of scripts/torch2-root.sh: ob1 over sm),
+# torch gloo.
 #   bench/compare.sh [build-dir] [world] [iters] [rounds]
-# Needs bench/install-peers.sh; a missing peer is skipped with a note.
+# Needs bench/install-peers.sh; a missing peer is skipped with a note.  Open
+# MPI 5 needs root and the Debian 13 root made (scripts/torch2-root.sh ensure;
+# `make check` makes it); BENCH_OMPI5=0 leaves it out.
+# bench/compare_load.sh runs this at worlds 2, 4 and 8, idle and loaded.
 #
 # BENCH_LOAD=N measures under controlled background load: N CPU-bound
 # processes (bench/hogs.sh: busy loops, unpinned, bounded, ended on any exit)
@@ -88,7 +93,25 @@ if command -v mpicc.mpich >/dev/null 2>&1 && command -v mpirun.mpich >/dev/null 
 fi
 [ "$HAVE_MPICH" = 1 ] || echo "# (MPICH not installed: skipped)"
 [ -n "${MPI_BENCH_THREADS:-}" ] && MPICHRUN="$MPICHRUN -genv MPI_BENCH_THREADS $MPI_BENCH_THREADS"
-: > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/mpich"; : > "$TMP/gloo"
+# Open MPI 5 (Debian 13's openmpi, in the torch 2.x root, which holds it):
+# built and run inside the root (a private mount namespace, same processes and
+# cores as the others, so the busy processes weigh on it alike); mpirun binds
+# as Open MPI 4.1's does.  Its time to enter the root is outside the timing.
+# BENCH_OMPI5_MCA: its transport (default ob1 over sm, vader's successor: the
+# same path as the ompi-shm column; "" leaves the choice to Open MPI 5, UCX).
+HAVE_OMPI5=0
+ROOTSH="$(cd "$(dirname "$0")/.." && pwd)/scripts/torch2-root.sh"
+OMPI5RUN="$ROOTSH run -b $TMP -- mpirun --allow-run-as-root --oversubscribe $MPIBIND \
+${BENCH_OMPI5_MCA---mca pml ob1 --mca btl sm,self}"
+[ -n "${MPI_BENCH_THREADS:-}" ] && OMPI5RUN="$OMPI5RUN -x MPI_BENCH_THREADS=$MPI_BENCH_THREADS"
+if [ "${BENCH_OMPI5:-1}" != 0 ] && [ "$(id -u)" = 0 ] && [ -f "$("$ROOTSH" path)/.spmd-ready" ]; then
+    cp "$(dirname "$0")/mpi_bench.c" "$TMP/mpi_bench.c"
+    "$ROOTSH" run -b "$TMP" -- mpicc -O2 "$TMP/mpi_bench.c" -o "$TMP/ompi5_bench" >/dev/null 2>&1 && HAVE_OMPI5=1
+fi
+[ "$HAVE_OMPI5" = 1 ] && echo "# Open MPI 5: $("$ROOTSH" run -b "$TMP" -- mpirun --version 2>/dev/null | head -n 1)," \
+    "${BENCH_OMPI5_MCA---mca pml ob1 --mca btl sm,self}"
+[ "$HAVE_OMPI5" = 1 ] || echo "# (Open MPI 5 skipped: BENCH_OMPI5=0, not root, or no Debian 13 root: scripts/torch2-root.sh ensure)"
+: > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/mpich"; : > "$TMP/ompi5"; : > "$TMP/gloo"
 for r in $(seq "$ROUNDS"); do
     SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 \
         --outplace-only > "$TMP/out"
@@ -99,6 +122,9 @@ for r in $(seq "$ROUNDS"); do
     fi
     if [ "$HAVE_MPICH" = 1 ]; then
         loaded $NICE $MPICHRUN -np "$W" "$TMP/mpich_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpich"
+    fi
+    if [ "$HAVE_OMPI5" = 1 ]; then
+        loaded $NICE $OMPI5RUN -np "$W" "$TMP/ompi5_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/ompi5"
     fi
 done
 # Debian's torch lives in the system python (a pyenv python3 may shadow it).
@@ -115,24 +141,26 @@ median() {
         END {for (s in t) {k = split(t[s], x, " "); split(b[s], y, " "); m = int((k + 1) / 2);
              print s, x[m], y[m]}}' | sort -n
 }
-for f in spmd mpitcp mpishm mpich gloo; do median "$TMP/$f" > "$TMP/$f.med"; done
+for f in spmd mpitcp mpishm mpich ompi5 gloo; do median "$TMP/$f" > "$TMP/$f.med"; done
 
-printf "%12s %20s %20s %20s %20s %20s %9s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich gloo "vs shm" "vs mpich" "vs tcp" "vs gloo"
+printf "%12s %20s %20s %20s %20s %20s %20s %9s %9s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich ompi5 gloo \
+    "vs shm" "vs mpich" "vs ompi5" "vs tcp" "vs gloo"
 awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; order[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3}
-     f==4{c[$1]=$2; cb[$1]=$3} f==5{g[$1]=$2; gb[$1]=$3}
+     f==4{c[$1]=$2; cb[$1]=$3} f==5{o[$1]=$2; ob[$1]=$3} f==6{g[$1]=$2; gb[$1]=$3}
      function cell(have, bw, us) { return have ? sprintf("%8.3f(%10.2f)", bw, us) : sprintf("%20s", "-") }
      function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
      END {for (i = 1; i <= n; i++) {b = order[i];
-        printf "%12d %20s %20s %20s %20s %20s %9s %9s %9s %9s\n", b, cell(1, sb[b], s[b]), cell(b in t, tb[b], t[b]),
-          cell(b in m, mb[b], m[b]), cell(b in c, cb[b], c[b]), cell(b in g, gb[b], g[b]), ratio(b in m, m[b], s[b]),
-          ratio(b in c, c[b], s[b]), ratio(b in t, t[b], s[b]), ratio(b in g, g[b], s[b])}}' \
-    "$TMP/spmd.med" "$TMP/mpitcp.med" "$TMP/mpishm.med" "$TMP/mpich.med" "$TMP/gloo.med"
+        printf "%12d %20s %20s %20s %20s %20s %20s %9s %9s %9s %9s %9s\n", b, cell(1, sb[b], s[b]), cell(b in t, tb[b], t[b]),
+          cell(b in m, mb[b], m[b]), cell(b in c, cb[b], c[b]), cell(b in o, ob[b], o[b]), cell(b in g, gb[b], g[b]),
+          ratio(b in m, m[b], s[b]), ratio(b in c, c[b], s[b]), ratio(b in o, o[b], s[b]), ratio(b in t, t[b], s[b]),
+          ratio(b in g, g[b], s[b])}}' \
+    "$TMP/spmd.med" "$TMP/mpitcp.med" "$TMP/mpishm.med" "$TMP/mpich.med" "$TMP/ompi5.med" "$TMP/gloo.med"
 echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 
 if [ "$W" = 2 ]; then
     echo
     echo "# ping-pong, half round trip us (bandwidth GB/s), $PPIT round trips after 20 warm-ups, median of $ROUNDS round(s)"
-    : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"; : > "$TMP/ppmpich"
+    : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"; : > "$TMP/ppmpich"; : > "$TMP/ppompi5"
     for r in $(seq "$ROUNDS"); do
         SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n $PPIT -w 20 \
             > "$TMP/out"
@@ -144,17 +172,22 @@ if [ "$W" = 2 ]; then
         if [ "$HAVE_MPICH" = 1 ]; then
             loaded $NICE $MPICHRUN -np 2 "$TMP/mpich_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppmpich"
         fi
+        if [ "$HAVE_OMPI5" = 1 ]; then
+            loaded $NICE $OMPI5RUN -np 2 "$TMP/ompi5_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/ppompi5"
+        fi
     done
-    for f in pp pptcp ppshm ppmpich; do median "$TMP/$f" > "$TMP/$f.med"; done
-    printf "%12s %22s %22s %22s %22s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich "vs shm" "vs mpich" "vs tcp"
+    for f in pp pptcp ppshm ppmpich ppompi5; do median "$TMP/$f" > "$TMP/$f.med"; done
+    printf "%12s %22s %22s %22s %22s %22s %9s %9s %9s %9s\n" bytes spmd "ompi-tcp" "ompi-shm" mpich ompi5 \
+        "vs shm" "vs mpich" "vs ompi5" "vs tcp"
     awk 'FNR==1{f++} f==1{s[$1]=$2; sb[$1]=$3; o[++n]=$1} f==2{t[$1]=$2; tb[$1]=$3} f==3{m[$1]=$2; mb[$1]=$3}
-         f==4{c[$1]=$2; cb[$1]=$3}
+         f==4{c[$1]=$2; cb[$1]=$3} f==5{v[$1]=$2; vb[$1]=$3}
          function cell(have, us, bw) { return have ? sprintf("%10.2f (%7.3f)", us, bw) : sprintf("%22s", "-") }
          function ratio(have, peer, mine) { return have && mine > 0 ? sprintf("%.2fx", peer / mine) : "-" }
-         END {for (i = 1; i <= n; i++) {b = o[i]; printf "%12d %22s %22s %22s %22s %9s %9s %9s\n", b, cell(1, s[b], sb[b]),
-              cell(b in t, t[b], tb[b]), cell(b in m, m[b], mb[b]), cell(b in c, c[b], cb[b]), ratio(b in m, m[b], s[b]),
-              ratio(b in c, c[b], s[b]), ratio(b in t, t[b], s[b])}}' \
-        "$TMP/pp.med" "$TMP/pptcp.med" "$TMP/ppshm.med" "$TMP/ppmpich.med"
+         END {for (i = 1; i <= n; i++) {b = o[i]; printf "%12d %22s %22s %22s %22s %22s %9s %9s %9s %9s\n", b,
+              cell(1, s[b], sb[b]), cell(b in t, t[b], tb[b]), cell(b in m, m[b], mb[b]), cell(b in c, c[b], cb[b]),
+              cell(b in v, v[b], vb[b]), ratio(b in m, m[b], s[b]), ratio(b in c, c[b], s[b]), ratio(b in v, v[b], s[b]),
+              ratio(b in t, t[b], s[b])}}' \
+        "$TMP/pp.med" "$TMP/pptcp.med" "$TMP/ppshm.med" "$TMP/ppmpich.med" "$TMP/ppompi5.med"
     echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 fi
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -33,6 +33,8 @@ set_tests_properties(test_ckpt_torch_load PROPERTIES SKIP_RETURN_CODE 77 LABELS 
                      TIMEOUT 600)
 spmd_test(test_ckpt_load SOURCES ckpt/test_ckpt_load.c LIBS spmdnn LABELS "unit;ckpt"
           ARGS ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/fixtures TIMEOUT 60)
+# The data file written straight from the shards' memory: peak memory, golden bytes.
+spmd_test(test_ckpt_write SOURCES ckpt/test_ckpt_write.c LIBS spmdnn LABELS "unit;ckpt" TIMEOUT 120)
 spmd_test(test_ckpt_dist SOURCES ckpt/test_ckpt_dist.c LIBS spmdnn LABELS "mp;ckpt" TIMEOUT 240)
 # A world-2 save by spmd's ranks read by torch's dcp.load (python3 with torch
 # 2.x, e.g. in `make check-torch2`'s root; skipped, 77, elsewhere).
@@ -53,6 +55,7 @@ spmd_test(test_ckpt_fuzz_torch_item SOURCES fuzz/fuzz_torch_item.c fuzz/replay_m
 if(SPMD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   add_executable(fuzz_torch_item fuzz/fuzz_torch_item.c ${SPMD_CKPT_FUZZ_SRC}
                  ${PROJECT_SOURCE_DIR}/src/ckpt/torch_zip.c ${PROJECT_SOURCE_DIR}/src/ckpt/torch_save.c
+                 ${PROJECT_SOURCE_DIR}/src/ckpt/file_writer.c
                  ${PROJECT_SOURCE_DIR}/src/ckpt/dcp_value.c ${PROJECT_SOURCE_DIR}/src/ckpt/dcp_load.c)
   target_include_directories(fuzz_torch_item PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/tests)

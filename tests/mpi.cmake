@@ -143,3 +143,11 @@ foreach(how torchrun slurm alone)
   set_tests_properties(mpi_world_env_${how} PROPERTIES TIMEOUT 60 LABELS "mpi"
                        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;${SPMD_MPI_ENV}")
 endforeach()
+
+# The waiting step yields only when ranks outnumber cores (issue 28).
+add_executable(test_mpi_idle mpi/test_mpi_idle.c)
+target_link_libraries(test_mpi_idle PRIVATE spmd_static)
+target_include_directories(test_mpi_idle PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+set_target_properties(test_mpi_idle PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${T})
+add_test(NAME test_mpi_idle COMMAND ${T}/test_mpi_idle)
+set_tests_properties(test_mpi_idle PROPERTIES TIMEOUT 60 LABELS "mpi;unit")

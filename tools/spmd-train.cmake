@@ -3,6 +3,7 @@ add_executable(spmd-train
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/checkpoint.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/ckpt_state.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/elastic.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmd-train/elastic_zero.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/input.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/loop.c
   ${CMAKE_CURRENT_LIST_DIR}/spmd-train/main.c

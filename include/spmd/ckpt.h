@@ -118,6 +118,8 @@ typedef struct {
     const char *fqn;
     const void *data;
     size_t len;
+    int pickled; /* 1: data is a whole pickle of a value (spmd_dcp_value_encode), saved as
+                    torch.save(that value) — torch's dcp.load gives the value, not bytes */
 } spmd_dcp_bytes;
 
 /* Collective over g (every rank calls it; g NULL: one process): each rank
@@ -233,6 +235,12 @@ struct spmd_dcp_value {
 spmd_status spmd_dcp_load_value(const char *dir, const char *fqn, spmd_dcp_value *out, char *err,
                                 size_t errlen);
 void spmd_dcp_value_free(spmd_dcp_value *v);
+
+/* v as a pickle (protocol 2) of the Python value: what a pickled
+ * spmd_dcp_bytes item holds (e.g. the optimizer's param_groups entries
+ * under torch's keys).  *buf is malloc'd (free it); SPMD_ERR_INVALID for a
+ * value nested deeper than 64 or a bad type, SPMD_ERR_NOMEM. */
+spmd_status spmd_dcp_value_encode(const spmd_dcp_value *v, void **buf, size_t *len);
 
 /* A bytes item holding one number (an int, float or bool) as a double
  * (lr, momentum, weight_decay); SPMD_ERR_MISMATCH for any other value. */

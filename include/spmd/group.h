@@ -271,6 +271,13 @@ int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max);
 spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t errlen);
 /* 0 for a group made by spmd_group_init; one more per shrink or grow. */
 int spmd_group_epoch(const spmd_group *g);
+/* 1 once spmd_group_shrink(g) failed because the other survivors decided
+ * without this rank (it was stopped or cut off past the heartbeat timeout):
+ * it can never rejoin g's successors.  Such a process should exit with
+ * SPMD_EXIT_EXCLUDED, which spmdrun --on-failure shrink|replace counts as a
+ * lost worker, not as the job's failure. */
+int spmd_group_was_excluded(const spmd_group *g);
+#define SPMD_EXIT_EXCLUDED 75
 /* Collective over the ranks of a healthy g, at a point they choose (a step
  * boundary): admit the next njoin processes calling spmd_group_join and build
  * *out, g's ranks keeping their numbers and the joiners after them

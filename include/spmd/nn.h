@@ -417,6 +417,8 @@ void spmd_optim_free(spmd_optim *o);
 void spmd_optim_step(spmd_optim *o, float *params, const float *grads);
 /* Name for messages and checkpoints: "sgd", "adam", "adamw". */
 const char *spmd_optim_name(const spmd_optim *o);
+/* Its hyperparameters (lr as last set by spmd_optim_set_lr). */
+const spmd_optim_opts *spmd_optim_get_opts(const spmd_optim *o);
 spmd_status spmd_optim_parse(const char *s, spmd_optim_kind *out);
 /* The update spmd_optim_step makes to elements [offset, offset + count) of
  * params, from grad[0 .. count) (the gradient of those elements) and the

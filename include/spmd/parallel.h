@@ -107,6 +107,11 @@ void spmd_pipe_free(spmd_pipe *p);
  * are the stage's; step the optimizer on them.  Train/eval via spmd_pipe_train. */
 spmd_model *spmd_pipe_model(spmd_pipe *p);
 void spmd_pipe_train(spmd_pipe *p, int training);
+/* The stage's micro-batch slots (models sharing the parameters, each with
+ * its own activations and dropout RNG; slot 0 is spmd_pipe_model): at most
+ * the number of micro-batches.  A checkpoint keeps every slot's RNG. */
+int spmd_pipe_num_slots(const spmd_pipe *p);
+spmd_model *spmd_pipe_slot_model(spmd_pipe *p, int i);
 /* Seed the dropout RNG of every activation slot (slot i: stream * 1024 + i). */
 void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream);
 /* SyncBatchNorm in every micro-batch slot of the stage (spmd_model_set_syncbn;

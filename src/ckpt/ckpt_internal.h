@@ -37,13 +37,33 @@ size_t spmd__dcp_dtype_size(const char *dtype);
 /* torch's storage class for a dtype ("FloatStorage"), or NULL. */
 const char *spmd__dcp_storage_class(const char *dtype);
 
+/* ---- a data file written as it is encoded (file_writer.c) ----------------- */
+/* Writes to fd from its start; off counts every byte put (buffered or not).
+ * A failed write keeps its errno in err and the rest is skipped (off still
+ * counts): check err after spmd__fw_flush.  Zero-initialise, set fd. */
+typedef struct {
+    int fd;
+    uint64_t off;
+    uint8_t *buf; /* small pieces, FW_BUF bytes */
+    size_t len;
+    int err;
+} spmd__fw;
+void spmd__fw_put(spmd__fw *f, const void *p, size_t n);
+/* Put n bytes straight from p; their CRC-32, computed as they are written. */
+uint32_t spmd__fw_put_crc(spmd__fw *f, const void *p, size_t n);
+/* Overwrite the 4 bytes at file offset at (< off) with v, little-endian. */
+void spmd__fw_patch_le32(spmd__fw *f, uint64_t at, uint32_t v);
+void spmd__fw_flush(spmd__fw *f);
+void spmd__fw_free(spmd__fw *f);
+
 /* ---- writing torch.save archives (torch_save.c) --------------------------- */
-struct spmd__pw;
-/* Append torch.save(tensor) of a contiguous tensor (< 4 GiB) to w. */
-spmd_status spmd__torch_save_tensor(struct spmd__pw *w, const char *dtype, int ndim,
-                                    const int64_t *shape, const void *data);
-/* Append torch.save(bytes(data)) to w. */
-spmd_status spmd__torch_save_bytes(struct spmd__pw *w, const void *data, size_t len);
+/* Put torch.save(tensor) of a contiguous tensor (< 4 GiB) to f: the data
+ * written from where it is, never copied. */
+spmd_status spmd__torch_save_tensor(spmd__fw *f, const char *dtype, int ndim, const int64_t *shape,
+                                    const void *data);
+/* Put torch.save(bytes(data)) to f; pickled: data is the pickle of the
+ * value to save (data.pkl as it is). */
+spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len, int pickled);
 /* The bytes object of a torch.save archive (a copy, malloc'd). */
 spmd_status spmd__torch_bytes_parse(const uint8_t *z, size_t n, const char *what, void **data,
                                     size_t *len, char *err, size_t errlen);

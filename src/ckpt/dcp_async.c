@@ -140,6 +140,7 @@ static spmd_status stage(spmd_dcp_saver *s, const spmd_dcp_shard *shards, size_t
     for (size_t i = 0; i < nb; i++) {
         spmd_dcp_bytes *d = &s->bytes[i];
         d->len = bytes[i].len;
+        d->pickled = bytes[i].pickled;
         PLACE(d->fqn, bytes[i].fqn, strlen(bytes[i].fqn) + 1, 1);
         if (bytes[i].len) PLACE(d->data, bytes[i].data, bytes[i].len, 0);
         else d->data = NULL;

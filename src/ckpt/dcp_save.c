@@ -215,23 +215,21 @@ static spmd_status sync_dir(const char *dir, char *err, size_t errlen) {
     return SPMD_OK;
 }
 
-/* path through path.tmp: written, fsynced, renamed. */
-static spmd_status write_file(const char *path, const void *buf, size_t len, char *err, size_t errlen) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+/* A new tmp file for path ("path.tmp"); -1 (err said) when it cannot be. */
+static int create_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen) {
+    snprintf(tmp, tmplen, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return spmd__fail_errno(err, errlen, SPMD_ERR_IO, errno, "%s: create", tmp);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, (const uint8_t *)buf + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: write", tmp);
-        }
-        done += (size_t)w;
+    if (fd < 0) spmd__fail_errno(err, errlen, SPMD_ERR_IO, errno, "%s: create", tmp);
+    return fd;
+}
+
+/* fd (tmp, fully written, or write_errno the first failure) fsynced,
+ * closed and renamed to path; on failure tmp is removed. */
+static spmd_status commit_tmp(int fd, const char *tmp, const char *path, int write_errno, char *err, size_t errlen) {
+    if (write_errno) {
+        close(fd);
+        unlink(tmp);
+        return spmd__fail_errno(err, errlen, SPMD_ERR_IO, write_errno, "%s: write", tmp);
     }
     int r = fsync(fd), e = errno;
     close(fd);
@@ -241,6 +239,18 @@ static spmd_status write_file(const char *path, const void *buf, size_t len, cha
         return spmd__fail_errno(err, errlen, SPMD_ERR_IO, e, "%s: fsync or rename", tmp);
     }
     return SPMD_OK;
+}
+
+/* path through path.tmp: written, fsynced, renamed. */
+static spmd_status write_file(const char *path, const void *buf, size_t len, char *err, size_t errlen) {
+    char tmp[4200];
+    int fd = create_tmp(path, tmp, sizeof tmp, err, errlen);
+    if (fd < 0) return SPMD_ERR_IO;
+    spmd__fw f = {.fd = fd};
+    spmd__fw_put(&f, buf, len);
+    spmd__fw_flush(&f);
+    spmd__fw_free(&f);
+    return commit_tmp(fd, tmp, path, f.err, err, errlen);
 }
 
 /* Rank 0 before anyone writes: no .metadata (the directory no longer looks
@@ -280,9 +290,16 @@ static void remove_stale(const char *dir, int world) {
     closedir(d);
 }
 
+/* This rank's file, written as it is encoded, straight from the shards'
+ * memory (no copy of the whole file; each tensor's CRC computed as it is
+ * written); the place of every owned item appended to locs. */
 static spmd_status write_mine(const char *dir, int rank, plan *p, const spmd_dcp_shard *s, size_t ns,
                               const spmd_dcp_bytes *b, size_t nb, spmd__pw *locs, char *err, size_t errlen) {
-    spmd__pw w = {0};
+    char path[4200], tmp[4200];
+    snprintf(path, sizeof path, "%s/__%d_0.distcp", dir, rank);
+    int fd = create_tmp(path, tmp, sizeof tmp, err, errlen);
+    if (fd < 0) return SPMD_ERR_IO;
+    spmd__fw f = {.fd = fd};
     size_t k = 0;
     spmd_status st = SPMD_OK;
     (void)nb; /* the plan holds ns + nb items of this rank */
@@ -291,19 +308,23 @@ static spmd_status write_mine(const char *dir, int rank, plan *p, const spmd_dcp
         if (it->rank != rank) continue;
         size_t local = k++;
         if (!it->owned) continue;
-        uint64_t off = w.len;
-        if (local < ns) st = spmd__torch_save_tensor(&w, s[local].dtype, s[local].ndim, s[local].sizes, s[local].data);
-        else st = spmd__torch_save_bytes(&w, b[local - ns].data, b[local - ns].len);
+        uint64_t off = f.off;
+        if (local < ns) st = spmd__torch_save_tensor(&f, s[local].dtype, s[local].ndim, s[local].sizes, s[local].data);
+        else st = spmd__torch_save_bytes(&f, b[local - ns].data, b[local - ns].len, b[local - ns].pickled);
         if (st) st = spmd__fail(err, errlen, st, "save %s: %s: cannot encode (%s)", dir, it->fqn, spmd_status_str(st));
-        uint64_t loc[2] = {off, w.len - off};
+        uint64_t loc[2] = {off, f.off - off};
         spmd__pw_raw(locs, loc, sizeof loc);
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/__%d_0.distcp", dir, rank);
-    if (!st && (w.failed || locs->failed)) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "save %s: out of memory", dir);
-    if (!st) st = write_file(path, w.buf, w.len, err, errlen);
-    free(w.buf);
-    return st;
+    spmd__fw_flush(&f);
+    spmd__fw_free(&f);
+    if (!st && f.err == ENOMEM) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "save %s: out of memory", dir);
+    if (!st && locs->failed) st = spmd__fail(err, errlen, SPMD_ERR_NOMEM, "save %s: out of memory", dir);
+    if (st) {
+        close(fd);
+        unlink(tmp);
+        return st;
+    }
+    return commit_tmp(fd, tmp, path, f.err, err, errlen);
 }
 
 /* Rank 0: the metadata from every plan and every owned item's place. */

@@ -154,3 +154,47 @@ spmd_status spmd_dcp_load_number(const char *dir, const char *fqn, double *out, 
     spmd_dcp_value_free(&v);
     return st;
 }
+
+static int encode(spmd__pw *w, const spmd_dcp_value *v, int depth) {
+    if (depth > 64) return -1;
+    switch (v->type) {
+    case SPMD_DCP_NONE: spmd__pw_none(w); return 0;
+    case SPMD_DCP_BOOL: spmd__pw_bool(w, v->i != 0); return 0;
+    case SPMD_DCP_INT: spmd__pw_int(w, v->i); return 0;
+    case SPMD_DCP_FLOAT: spmd__pw_float(w, v->f); return 0;
+    case SPMD_DCP_STR: spmd__pw_str(w, v->s ? v->s : ""); return 0;
+    case SPMD_DCP_BYTES: spmd__pw_bytes(w, v->s, v->len); return 0;
+    case SPMD_DCP_LIST: /* a tuple: MARK items TUPLE; a list: EMPTY_LIST MARK items APPENDS */
+        if (!v->is_tuple) spmd__pw_op(w, ']');
+        spmd__pw_op(w, '(');
+        for (size_t i = 0; i < v->n; i++)
+            if (encode(w, &v->items[i], depth + 1)) return -1;
+        spmd__pw_op(w, v->is_tuple ? 't' : 'e');
+        return 0;
+    case SPMD_DCP_DICT: /* EMPTY_DICT MARK key value ... SETITEMS */
+        spmd__pw_op(w, '}');
+        spmd__pw_op(w, '(');
+        for (size_t i = 0; i < 2 * v->n; i++)
+            if (encode(w, &v->items[i], depth + 1)) return -1;
+        spmd__pw_op(w, 'u');
+        return 0;
+    }
+    return -1;
+}
+
+spmd_status spmd_dcp_value_encode(const spmd_dcp_value *v, void **buf, size_t *len) {
+    if (!v || !buf || !len) return SPMD_ERR_INVALID;
+    *buf = NULL;
+    *len = 0;
+    spmd__pw w = {0};
+    spmd__pw_proto(&w);
+    int bad = encode(&w, v, 0);
+    spmd__pw_stop(&w);
+    if (bad || w.failed) {
+        free(w.buf);
+        return bad ? SPMD_ERR_INVALID : SPMD_ERR_NOMEM;
+    }
+    *buf = w.buf;
+    *len = w.len;
+    return SPMD_OK;
+}

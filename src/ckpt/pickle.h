@@ -105,6 +105,7 @@ void spmd__pw_stop(spmd__pw *w);
 void spmd__pw_none(spmd__pw *w);
 void spmd__pw_bool(spmd__pw *w, int b);
 void spmd__pw_int(spmd__pw *w, int64_t v);
+void spmd__pw_float(spmd__pw *w, double f);
 void spmd__pw_str(spmd__pw *w, const char *s);
 void spmd__pw_bytes(spmd__pw *w, const void *p, size_t n);
 void spmd__pw_global(spmd__pw *w, const char *module, const char *name);

@@ -37,6 +37,14 @@ void spmd__pw_proto(spmd__pw *w) {
 void spmd__pw_stop(spmd__pw *w) { spmd__pw_op(w, '.'); }
 void spmd__pw_none(spmd__pw *w) { spmd__pw_op(w, 'N'); }
 void spmd__pw_bool(spmd__pw *w, int b) { spmd__pw_op(w, b ? 0x88 : 0x89); }
+void spmd__pw_float(spmd__pw *w, double f) { /* BINFLOAT: the IEEE 754 double, big-endian */
+    uint64_t u;
+    uint8_t b[8];
+    memcpy(&u, &f, sizeof u);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(u >> (56 - 8 * i));
+    spmd__pw_op(w, 'G');
+    put(w, b, 8);
+}
 
 void spmd__pw_int(spmd__pw *w, int64_t v) {
     if (v >= 0 && v < 256) {

@@ -5,7 +5,6 @@
  * archive/version.  torch.load(weights_only=True) reads it. */
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/pickle.h"
 
@@ -14,7 +13,7 @@ typedef struct {
     const void *data;
     size_t len;
     uint32_t crc;
-    size_t local_off;
+    uint64_t local_off;
 } zentry;
 
 static void le(spmd__pw *w, uint64_t v, int n) {
@@ -23,53 +22,53 @@ static void le(spmd__pw *w, uint64_t v, int n) {
 
 static void put(spmd__pw *w, const void *p, size_t n) { spmd__pw_raw(w, p, n); }
 
-static uint32_t crc(const void *p, size_t n) {
-    uLong c = crc32(0L, Z_NULL, 0);
-    const Bytef *b = p;
-    while (n) { /* crc32 takes a uInt length */
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        c = crc32(c, b, k);
-        b += k;
-        n -= k;
-    }
-    return (uint32_t)c;
-}
-
-/* A zip of entries (all stored, sizes < 4 GiB: checked by the caller). */
-static void zip(spmd__pw *w, zentry *e, int n) {
-    size_t base = w->len; /* offsets are relative to the archive's start */
+/* A zip of entries (all stored, sizes < 4 GiB: checked by the caller) put
+ * to f: the headers built in h, each entry's data written from where it is,
+ * its CRC-32 computed as it is written and patched into its local header.
+ * 0, or -1 when h could not grow. */
+static int zip(spmd__fw *f, zentry *e, int n) {
+    uint64_t base = f->off; /* offsets are relative to the archive's start */
+    spmd__pw h = {0};
     for (int i = 0; i < n; i++) {
         size_t nlen = strlen(e[i].name);
-        e[i].crc = crc(e[i].data, e[i].len);
-        e[i].local_off = w->len - base;
+        e[i].local_off = f->off - base;
         /* Pad the local header's extra field so the data starts 64-aligned. */
-        size_t start = w->len - base + 30 + nlen + 4, pad = (64 - start % 64) % 64;
-        le(w, 0x04034b50u, 4);
-        le(w, 20, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2);
-        le(w, e[i].crc, 4); le(w, e[i].len, 4); le(w, e[i].len, 4);
-        le(w, nlen, 2); le(w, 4 + pad, 2);
-        put(w, e[i].name, nlen);
-        le(w, 0x4246, 2); le(w, pad, 2); /* "FB": torch's padding field id */
-        for (size_t k = 0; k < pad; k++) spmd__pw_op(w, 'Z');
-        put(w, e[i].data, e[i].len);
+        size_t start = (size_t)(f->off - base) + 30 + nlen + 4, pad = (64 - start % 64) % 64;
+        h.len = 0;
+        le(&h, 0x04034b50u, 4);
+        le(&h, 20, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2);
+        le(&h, 0, 4); /* the CRC, patched below */
+        le(&h, e[i].len, 4); le(&h, e[i].len, 4);
+        le(&h, nlen, 2); le(&h, 4 + pad, 2);
+        put(&h, e[i].name, nlen);
+        le(&h, 0x4246, 2); le(&h, pad, 2); /* "FB": torch's padding field id */
+        for (size_t k = 0; k < pad; k++) spmd__pw_op(&h, 'Z');
+        spmd__fw_put(f, h.buf, h.len);
+        e[i].crc = spmd__fw_put_crc(f, e[i].data, e[i].len);
+        spmd__fw_patch_le32(f, base + e[i].local_off + 14, e[i].crc);
     }
-    size_t cd = w->len - base;
+    uint64_t cd = f->off - base;
+    h.len = 0;
     for (int i = 0; i < n; i++) {
         size_t nlen = strlen(e[i].name);
-        le(w, 0x02014b50u, 4);
-        le(w, 20, 2); le(w, 20, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2);
-        le(w, e[i].crc, 4); le(w, e[i].len, 4); le(w, e[i].len, 4);
-        le(w, nlen, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 2); le(w, 0, 4);
-        le(w, e[i].local_off, 4);
-        put(w, e[i].name, nlen);
+        le(&h, 0x02014b50u, 4);
+        le(&h, 20, 2); le(&h, 20, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2);
+        le(&h, e[i].crc, 4); le(&h, e[i].len, 4); le(&h, e[i].len, 4);
+        le(&h, nlen, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 2); le(&h, 0, 4);
+        le(&h, e[i].local_off, 4);
+        put(&h, e[i].name, nlen);
     }
-    size_t cdlen = w->len - base - cd;
-    le(w, 0x06054b50u, 4);
-    le(w, 0, 2); le(w, 0, 2); le(w, (uint64_t)n, 2); le(w, (uint64_t)n, 2);
-    le(w, cdlen, 4); le(w, cd, 4); le(w, 0, 2);
+    size_t cdlen = h.len;
+    le(&h, 0x06054b50u, 4);
+    le(&h, 0, 2); le(&h, 0, 2); le(&h, (uint64_t)n, 2); le(&h, (uint64_t)n, 2);
+    le(&h, cdlen, 4); le(&h, cd, 4); le(&h, 0, 2);
+    spmd__fw_put(f, h.buf, h.len);
+    int failed = h.failed;
+    free(h.buf);
+    return failed ? -1 : 0;
 }
 
-spmd_status spmd__torch_save_tensor(spmd__pw *w, const char *dtype, int ndim, const int64_t *shape,
+spmd_status spmd__torch_save_tensor(spmd__fw *f, const char *dtype, int ndim, const int64_t *shape,
                                     const void *data) {
     const char *cls = spmd__dcp_storage_class(dtype);
     size_t el = spmd__dcp_dtype_size(dtype);
@@ -114,17 +113,21 @@ spmd_status spmd__torch_save_tensor(spmd__pw *w, const char *dtype, int ndim, co
                    {"archive/byteorder", "little", 6, 0, 0},
                    {"archive/data/0", data, (size_t)numel * el, 0, 0},
                    {"archive/version", "3\n", 2, 0, 0}};
-    zip(w, e, 4);
+    int z = zip(f, e, 4);
     free(p.buf);
-    return w->failed ? SPMD_ERR_NOMEM : SPMD_OK;
+    return z ? SPMD_ERR_NOMEM : SPMD_OK;
 }
 
-spmd_status spmd__torch_save_bytes(spmd__pw *w, const void *data, size_t len) {
+spmd_status spmd__torch_save_bytes(spmd__fw *f, const void *data, size_t len, int pickled) {
     if (len >= 0xfff00000u) return SPMD_ERR_UNSUPPORTED;
     spmd__pw p = {0};
-    spmd__pw_proto(&p);
-    spmd__pw_bytes(&p, data, len);
-    spmd__pw_stop(&p);
+    if (pickled) {
+        spmd__pw_raw(&p, data, len);
+    } else {
+        spmd__pw_proto(&p);
+        spmd__pw_bytes(&p, data, len);
+        spmd__pw_stop(&p);
+    }
     if (p.failed) {
         free(p.buf);
         return SPMD_ERR_NOMEM;
@@ -132,7 +135,7 @@ spmd_status spmd__torch_save_bytes(spmd__pw *w, const void *data, size_t len) {
     zentry e[3] = {{"archive/data.pkl", p.buf, p.len, 0, 0},
                    {"archive/byteorder", "little", 6, 0, 0},
                    {"archive/version", "3\n", 2, 0, 0}};
-    zip(w, e, 3);
+    int z = zip(f, e, 3);
     free(p.buf);
-    return w->failed ? SPMD_ERR_NOMEM : SPMD_OK;
+    return z ? SPMD_ERR_NOMEM : SPMD_OK;
 }

@@ -18,6 +18,7 @@
 #include "common/common.h"
 #include "common/fnv.h"
 #include "common/seconds.h"
+#include "common/test_die.h"
 #include "spmd/elastic.h"
 
 #define RANK_BITS 20
@@ -142,6 +143,7 @@ static spmd_status agree_and_send(spmd_elastic *e, spmd_group *g) {
     uint64_t h = fingerprint(e);
     int64_t v[5] = {e->commits * (1 << RANK_BITS) + ((1 << RANK_BITS) - 1 - rank), -e->commits, (int64_t)h,
                     (int64_t)~h, e->in_step};
+    spmd__test_die_at("elastic-agree", rank, spmd_group_epoch(g));
     spmd_status st = spmd_all_reduce(g, v, v, 5, SPMD_I64, SPMD_MAX);
     if (st) return fail(e, st, "elastic: agreeing on the committed step: %s", spmd_group_errmsg(g));
     if ((uint64_t)v[2] != ~(uint64_t)v[3])
@@ -154,15 +156,26 @@ static spmd_status agree_and_send(spmd_elastic *e, spmd_group *g) {
     int source = (1 << RANK_BITS) - 1 - (int)(v[0] & ((1 << RANK_BITS) - 1));
     /* members differ by one at most (the step in flight); a joiner (-1)
      * has nothing and takes everything */
-    if (agreed < 0 || (fewest >= 0 && agreed - fewest > 1))
+    if (agreed < 0) /* (not a failure of g: shrinking again would not help) */
+        return fail(e, SPMD_ERR_MISMATCH,
+                    "elastic: no rank of the group holds a whole replica (the ranks that did died during its "
+                    "transfer, or only joiners are left)");
+    if (fewest >= 0 && agreed - fewest > 1)
         return fail(e, SPMD_ERR_MISMATCH,
                     "elastic: the ranks' committed steps range from %lld to %lld: not one training run",
                     (long long)fewest, (long long)agreed);
+    /* A rank behind the source is overwritten state by state: if the
+     * transfer breaks, what it holds is no replica of any step any more. */
+    int behind = e->commits < agreed;
     for (int i = 0; i < e->nstates; i++) {
         if (!e->states[i].bytes) continue;
-        if ((st = spmd_broadcast(g, e->states[i].buf, e->states[i].bytes, SPMD_U8, source)))
+        if ((st = spmd_broadcast(g, e->states[i].buf, e->states[i].bytes, SPMD_U8, source)) && behind)
+            e->commits = -1; /* takes everything from a whole replica next time */
+        if (st)
             return fail(e, st, "elastic: sending '%s' from rank %d: %s", e->states[i].name, source,
                         spmd_group_errmsg(g));
+        /* a test's death between the first state and the rest */
+        if (i == 0) spmd__test_die_at("elastic-transfer", rank, spmd_group_epoch(g));
     }
     e->last.commits_here = e->commits;
     e->last.commits_agreed = agreed;
@@ -201,7 +214,7 @@ static spmd_status shrink_until_settled(spmd_elastic *e, int world_before, doubl
         e->g = s;
         if (st == SPMD_OK) return SPMD_OK;
         if (!group_failed(s, st)) return st;
-        spmd__log(SPMD__LOG_WARN, "elastic: %s; shrinking again", e->err);
+        spmd__log(SPMD__LOG_WARN, "%s; shrinking again", e->err);
     }
 }
 
@@ -232,7 +245,7 @@ spmd_status spmd_elastic_grow(spmd_elastic *e, int njoin) {
     e->g = s;
     if (st == SPMD_OK || !group_failed(s, st)) return st;
     /* a joiner (or a member) died during the transfer: go on without it */
-    spmd__log(SPMD__LOG_WARN, "elastic: %s; shrinking back", e->err);
+    spmd__log(SPMD__LOG_WARN, "%s; shrinking back", e->err);
     return shrink_until_settled(e, world_before, t0);
 }
 
@@ -243,7 +256,14 @@ spmd_status spmd_elastic_join_sync(spmd_elastic *e) {
     e->commits = -1; /* nothing here: the members' state wins */
     e->in_step = 0;
     e->err[0] = '\0';
-    return settle(e, e->g, 0, t0);
+    spmd_status st = settle(e, e->g, 0, t0);
+    if (st == SPMD_OK || !group_failed(e->g, st)) return st;
+    /* A member died during the transfer: the members shrink, and so does
+     * this rank (else they would wait for it in the shrink until their
+     * deadline); still holding -1 committed steps unless the state had
+     * arrived whole, it takes the state again from a survivor. */
+    spmd__log(SPMD__LOG_WARN, "%s; shrinking with the members", e->err);
+    return shrink_until_settled(e, 0, t0);
 }
 
 spmd_status spmd_elastic_joiners_waiting(spmd_elastic *e, int *njoin) {

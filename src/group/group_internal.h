@@ -53,6 +53,7 @@ struct spmd_group {
 
     /* recovery in place (shrink.c) */
     int epoch;                    /* 0 at init, one more per shrink */
+    int excluded;                 /* a shrink of this group decided without this rank */
     int shrink_attempts;          /* spmd_group_shrink calls on this group (collective: alike on survivors) */
     int store_host;               /* the rank of this group that hosts its store, -1: none (a launcher does) */
     spmd_store_server *standby_server; /* owned: the standby store this rank hosts (standby.c) */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/test_die.h"
 #include "group_internal.h"
 #include "transport/liveness.h"
 
@@ -55,6 +56,7 @@ int spmd_group_failed_ranks(const spmd_group *g, int *ranks, int max) {
 }
 
 int spmd_group_epoch(const spmd_group *g) { return g ? g->epoch : -1; }
+int spmd_group_was_excluded(const spmd_group *g) { return g ? g->excluded : 0; }
 
 /* "0,1,3" for the ranks marked R_IN. */
 static void format_set(const char *state, int world, char *out, size_t outlen) {
@@ -145,6 +147,7 @@ static int agree_members(attempt *a, int *members, spmd_status *stp, char *err, 
         *stp = store_gone(a, err, errlen);
         goto out;
     }
+    spmd__test_die_at("shrink-registered", g->rank, a->epoch);
     if ((*stp = await_keys(a, "alive", state, blamed == g->rank ? -1 : blamed, err, errlen))) goto out;
     format_set(state, g->world, set, (size_t)g->world * 12 + 1);
     snprintf(key, sizeof key, "shrink%d/members", a->epoch);
@@ -228,6 +231,7 @@ static void unbuilt_free(spmd_group *s) {
 static void *formation_main(void *arg) {
     formation *f = arg;
     char err[SPMD__ERRLEN] = "";
+    spmd__test_die_at("shrink-form", f->s->parent_ranks[f->s->rank], f->s->epoch); /* its old rank */
     spmd_status st = spmd__group_connect(f->s, f->s->bind_host, err, sizeof err);
     if (!st) st = spmd__group_standby_start(f->s, err, sizeof err); /* the new group's own standby */
     pthread_mutex_lock(&f->mu);
@@ -422,10 +426,12 @@ static spmd_status shrink_once(attempt *a, spmd_store **sb_root, spmd_store **sb
         if (members[i] == g->rank) me = i;
     if (me < 0) {
         free(members);
+        g->excluded = 1;
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE,
                           "rank %d was excluded from epoch %d: the other survivors found it gone and went on "
                           "without it", g->rank, a->epoch);
     }
+    spmd__test_die_at("shrink-agreed", g->rank, a->epoch);
     if (n > 1 && (st = await_ready(a, members, n, err, errlen))) {
         free(members);
         return st;

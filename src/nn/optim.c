@@ -140,3 +140,5 @@ float *spmd_optim_state(spmd_optim *o, size_t *count) {
 int64_t spmd_optim_steps(const spmd_optim *o) { return o->steps; }
 void spmd_optim_set_steps(spmd_optim *o, int64_t steps) { o->steps = steps < 0 ? 0 : steps; }
 void spmd_optim_set_lr(spmd_optim *o, float lr) { o->o.lr = lr; }
+
+const spmd_optim_opts *spmd_optim_get_opts(const spmd_optim *o) { return &o->o; }

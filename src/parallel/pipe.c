@@ -165,6 +165,8 @@ spmd_model *spmd_pipe_model(spmd_pipe *p) { return p->slots[0].m; }
 void spmd_pipe_train(spmd_pipe *p, int training) {
     for (int i = 0; i < p->nslots; i++) spmd_model_train(p->slots[i].m, training);
 }
+int spmd_pipe_num_slots(const spmd_pipe *p) { return p->nslots; }
+spmd_model *spmd_pipe_slot_model(spmd_pipe *p, int i) { return i >= 0 && i < p->nslots ? p->slots[i].m : NULL; }
 void spmd_pipe_seed_dropout(spmd_pipe *p, uint64_t seed, uint64_t stream) {
     for (int i = 0; i < p->nslots; i++) spmd_model_seed_dropout(p->slots[i].m, seed, stream * 1024 + (uint64_t)i);
 }

@@ -92,9 +92,12 @@ void spmd__rpc_enqueue(spmd_rpc *r, spmd_rpc_call *c) {
      * receiver and another thread runs the call. */
     if (tl_receiving == r && r->qhead == c && !atomic_load(&r->rx_done)) {
         atomic_store(&r->q_mine, 1);
-    } else if (!atomic_load(&r->q_spinning) && r->q_idle > r->q_woken) {
-        /* one wake-up per sleeper: a burst must not wake the same thread
-         * again and again before it has even run */
+    } else if (atomic_load(&r->q_len) > atomic_load(&r->q_spinning) && r->q_idle > r->q_woken) {
+        /* a spinner takes one call: wake a sleeper for each call beyond
+         * the spinners (else a second call of a burst would wait for a
+         * running handler, which may be waiting for it).  One wake-up per
+         * sleeper: a burst must not wake the same thread again and again
+         * before it has even run */
         r->q_woken++;
         pthread_cond_signal(&r->qcv);
     }

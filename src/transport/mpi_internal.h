@@ -105,11 +105,11 @@ void spmd__mpi_tell_peers(spmd__mesh *m, spmd_status st, const char *msg);
  * a failure found there fails the mesh first. */
 spmd_status spmd__mpi_check(spmd__mpi_link *l, int force, char *msg, size_t msglen);
 
-/* Waiting without blocking in MPI: spin (yielding when ranks outnumber
+/* Waiting without blocking in MPI: poll (yielding when ranks outnumber
  * cores), then sleep in growing slices up to a millisecond. */
 typedef struct {
     uint64_t since;  /* start of the current idle stretch, 0 */
-    uint64_t spin_ns;
+    int yield;       /* ranks outnumber cores */
     long sleep_ns;
 } spmd__mpi_idle;
 void spmd__mpi_idle_init(spmd__mpi_idle *s, const spmd__mesh *m);

@@ -78,7 +78,7 @@ static int rank_body(int rank) {
     snprintf(rng, sizeof rng, "rng-of-%d", rank);
     char rng_key[32];
     snprintf(rng_key, sizeof rng_key, "rng.%d", rank);
-    spmd_dcp_bytes b = {rng_key, rng, strlen(rng)};
+    spmd_dcp_bytes b = {rng_key, rng, strlen(rng), 0};
 #define FILL(gen)                                                 \
     do {                                                          \
         for (int64_t i = 0; i < K; i++) w[i] = val((gen), lo + i); \

@@ -90,7 +90,7 @@ static int saver(int rank, int world) {
     char rng_key[32], rng[16];
     snprintf(rng_key, sizeof rng_key, "rng.%d", rank);
     snprintf(rng, sizeof rng, "state-of-%d", rank);
-    spmd_dcp_bytes by[2] = {{rng_key, rng, strlen(rng)}, {"sampler", "epoch=2,index=640", 17}};
+    spmd_dcp_bytes by[2] = {{rng_key, rng, strlen(rng), 0}, {"sampler", "epoch=2,index=640", 17, 0}};
     /* A pipeline stage's parameter: only the last rank holds it. */
     float head[3] = {0.5f, -1.0f, (float)world};
     spmd_dcp_shard all[6];

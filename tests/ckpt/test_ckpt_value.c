@@ -82,10 +82,46 @@ int main(int argc, char **argv) {
     REQUIRE(mkdtemp(tmp));
     char ck[64];
     snprintf(ck, sizeof ck, "%s/ck", tmp);
-    spmd_dcp_bytes by = {"rng", "\0abc", 4};
+    spmd_dcp_bytes by = {"rng", "\0abc", 4, 0};
     REQUIRE(spmd_dcp_save(NULL, ck, NULL, 0, &by, 1, err, sizeof err) == SPMD_OK);
     snprintf(dir, sizeof dir, "%s", ck);
     CHECK(value("rng", &v) && v.type == SPMD_DCP_BYTES && v.len == 4 && !memcmp(v.s, "\0abc", 4));
+    spmd_dcp_value_free(&v);
+
+    /* A value spmd_dcp_value_encode pickled (a param group's entries) reads
+     * back as that value: {"betas": (0.9, 0.999), "params": ["a", "b"],
+     * "foreach": None, "nesterov": True, "n": -3} */
+    spmd_dcp_value betas[2] = {{.type = SPMD_DCP_FLOAT, .f = 0.9}, {.type = SPMD_DCP_FLOAT, .f = 0.999}};
+    spmd_dcp_value names[2] = {{.type = SPMD_DCP_STR, .s = "a", .len = 1}, {.type = SPMD_DCP_STR, .s = "b", .len = 1}};
+    spmd_dcp_value kv[10] = {{.type = SPMD_DCP_STR, .s = "betas", .len = 5},
+                             {.type = SPMD_DCP_LIST, .is_tuple = 1, .n = 2, .items = betas},
+                             {.type = SPMD_DCP_STR, .s = "params", .len = 6},
+                             {.type = SPMD_DCP_LIST, .n = 2, .items = names},
+                             {.type = SPMD_DCP_STR, .s = "foreach", .len = 7},
+                             {.type = SPMD_DCP_NONE},
+                             {.type = SPMD_DCP_STR, .s = "nesterov", .len = 8},
+                             {.type = SPMD_DCP_BOOL, .i = 1},
+                             {.type = SPMD_DCP_STR, .s = "n", .len = 1},
+                             {.type = SPMD_DCP_INT, .i = -3}};
+    spmd_dcp_value dict = {.type = SPMD_DCP_DICT, .n = 5, .items = kv};
+    void *pk = NULL;
+    size_t pklen = 0;
+    REQUIRE(spmd_dcp_value_encode(&dict, &pk, &pklen) == SPMD_OK);
+    spmd_dcp_bytes pg = {"group", pk, pklen, 1};
+    snprintf(ck, sizeof ck, "%s/pg", tmp);
+    REQUIRE(spmd_dcp_save(NULL, ck, NULL, 0, &pg, 1, err, sizeof err) == SPMD_OK);
+    free(pk);
+    snprintf(dir, sizeof dir, "%s", ck);
+    CHECK(value("group", &v) && v.type == SPMD_DCP_DICT && v.n == 5);
+    if (v.type == SPMD_DCP_DICT && v.n == 5) {
+        const spmd_dcp_value *it = v.items;
+        CHECK(!strcmp(it[0].s, "betas") && it[1].type == SPMD_DCP_LIST && it[1].is_tuple && it[1].n == 2 &&
+              it[1].items[0].f == 0.9 && it[1].items[1].f == 0.999);
+        CHECK(!strcmp(it[2].s, "params") && it[3].type == SPMD_DCP_LIST && !it[3].is_tuple && it[3].n == 2 &&
+              !strcmp(it[3].items[1].s, "b"));
+        CHECK(it[5].type == SPMD_DCP_NONE && it[7].type == SPMD_DCP_BOOL && it[7].i == 1 &&
+              it[9].type == SPMD_DCP_INT && it[9].i == -3);
+    }
     spmd_dcp_value_free(&v);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

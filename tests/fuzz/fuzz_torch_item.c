@@ -5,8 +5,10 @@
  * shape; a refusal must name the input (abort() = a finding).  Seeds: archives written by spmd's torch.save writer. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/pickle.h"
 #include "fuzz/fuzz_prop.h"
@@ -46,11 +48,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 size_t fuzz_seed_input(unsigned i, uint8_t *buf, size_t cap) {
     static const float f[6] = {1, 2, 3, 4, 5, 6};
     static const int64_t shapes[3][2] = {{2, 3}, {6, 1}, {0, 0}};
-    spmd__pw w = {0};
-    if (i % 4 == 3) spmd__torch_save_bytes(&w, "rng-state", 9);
+    FILE *tf = tmpfile(); /* the archives are written to a file, as a save writes them */
+    if (!tf) return 0;
+    spmd__fw w = {.fd = fileno(tf)};
+    if (i % 4 == 3) spmd__torch_save_bytes(&w, "rng-state", 9, 0);
     else spmd__torch_save_tensor(&w, i % 2 ? "int32" : "float32", (int)(i % 4 == 2 ? 0 : 2), shapes[i % 3], f);
-    size_t n = w.failed || w.len > cap ? 0 : w.len;
-    if (n) memcpy(buf, w.buf, n);
-    free(w.buf);
+    spmd__fw_flush(&w);
+    spmd__fw_free(&w);
+    size_t n = w.err || w.off > cap ? 0 : (size_t)w.off;
+    if (n && pread(fileno(tf), buf, n, 0) != (ssize_t)n) n = 0;
+    fclose(tf);
     return n;
 }

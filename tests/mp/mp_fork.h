@@ -100,15 +100,17 @@ static inline int mp_open_fds(void) {
     return n - 1; /* the directory's own */
 }
 
-/* Mappings of spmd's shared memory left in this process (the rings' and
- * arenas' memfds carry "spmd" in their names). */
+/* Mappings of spmd's shared memory left in this process.  That memory is
+ * memfds named "spmd-..." (shm_link.c, arena.c), shown in the map as
+ * "/memfd:spmd-link (deleted)"; matching only that keeps the executable's
+ * own path out (a clone in a folder named spmd). */
 static inline int mp_spmd_mappings(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return -1;
     char line[512];
     int n = 0;
     while (fgets(line, sizeof line, f))
-        if (strstr(line, "spmd")) n++;
+        if (strstr(line, "/memfd:spmd-")) n++;
     fclose(f);
     return n;
 }

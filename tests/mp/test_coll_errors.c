@@ -8,7 +8,7 @@
  *    is sent: the group stays usable and the next collective succeeds.
  * 2. Ranks that disagree (count, dtype, op, root, or the collective itself)
  *    end the call with SPMD_ERR_MISMATCH on every rank, quickly — never a
- *    hang (SPMD_TIMEOUT=10 bounds a bug) and never a write past a buffer
+ *    hang (SPMD_TIMEOUT=40 bounds a bug) and never a write past a buffer
  *    (ASan would see it).  Roots are settled by the agreement step before
  *    anything moves: the group stays usable; any other disagreement fails
  *    the group.  (test_coll_agree covers algorithms and settings.)
@@ -146,8 +146,8 @@ static int mismatch(int rank, int w, void *arg) {
         spmd_group_destroy(g);
         return 1;
     }
-    if (took > 8000) fprintf(stderr, "rank %d: mismatch '%s' took %lld ms to notice\n", rank, MM_NAMES[kind], (long long)took);
-    RREQUIRE(took < 8000); /* found by the transfer headers, not by the deadline */
+    if (took > 30000) fprintf(stderr, "rank %d: mismatch '%s' took %lld ms to notice\n", rank, MM_NAMES[kind], (long long)took);
+    RREQUIRE(took < 30000); /* found by the transfer headers, not by the 40 s deadline */
     RREQUIRE(st == SPMD_ERR_MISMATCH);
     if (kind == MM_ROOT) {
         RREQUIRE(strstr(spmd_group_errmsg(g), "root") != NULL);
@@ -162,6 +162,9 @@ static int mismatch(int rank, int w, void *arg) {
 int main(int argc, char **argv) {
     int worlds[16], nw = 0;
     for (int i = 1; i < argc && nw < 16; i++) worlds[nw++] = atoi(argv[i]);
+    /* a deadline far above what a loaded machine can delay the headers by, so
+     * "found by the headers" and "found by the deadline" stay apart */
+    setenv("SPMD_TIMEOUT", "40", 0);
     if (nw == 0) {
         static const int dflt[] = {2, 3, 5};
         for (int i = 0; i < 3; i++) worlds[nw++] = dflt[i];
@@ -170,7 +173,7 @@ int main(int argc, char **argv) {
         CHECK_MSG(run_world(worlds[i], bad_args, NULL, 60) == 0, "bad args, world %d", worlds[i]);
         for (int k = 0; k <= MM_A2AV; k++) {
             mm_kind kind = (mm_kind)k;
-            CHECK_MSG(run_world(worlds[i], mismatch, &kind, 60) == 0, "mismatch %s, world %d", MM_NAMES[k], worlds[i]);
+            CHECK_MSG(run_world(worlds[i], mismatch, &kind, 120) == 0, "mismatch %s, world %d", MM_NAMES[k], worlds[i]);
         }
     }
     /* world 1: argument checks still apply */

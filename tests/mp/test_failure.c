@@ -38,7 +38,7 @@ static int killed_peer(int idx, void *arg) {
     int64_t took = spmd__now_ms() - t0;
     CHILD_REQUIRE(st == SPMD_ERR_REMOTE, "status %d: %s", st, spmd_group_errmsg(g));
     CHILD_REQUIRE(strstr(spmd_group_errmsg(g), "rank 2") != NULL, "%s", spmd_group_errmsg(g));
-    CHILD_REQUIRE(took < 5000, "took %lld ms", (long long)took);
+    CHILD_REQUIRE(took < 60000, "took %lld ms", (long long)took);
     /* Later calls fail at once with the same cause. */
     st = spmd_send(g, &token, 1, SPMD_I32, idx ^ 1, 3);
     CHILD_REQUIRE(st != SPMD_OK && strstr(spmd_group_errmsg(g), "rank 2"), "%s", spmd_group_errmsg(g));

@@ -85,7 +85,7 @@ static int worker_death(int idx, void *arg) {
         CREQ(spmd_rref_to_here(ref, -1, &v) != SPMD_OK && strstr(spmd_rpc_errmsg(r), "rank 2"), "%s", spmd_rpc_errmsg(r));
         spmd_rref_release(ref);
     }
-    CREQ(spmd__now_ms() - t0 < 10000, "took %lld ms", (long long)(spmd__now_ms() - t0));
+    CREQ(spmd__now_ms() - t0 < 45000, "took %lld ms", (long long)(spmd__now_ms() - t0));
     /* later calls fail at once, to anyone */
     CREQ(spmd_rpc_sync(r, 1 - idx, "noop", NULL, 0, NULL) != SPMD_OK, "call after the death");
     CREQ(strstr(spmd_rpc_errmsg(r), "rank 2"), "%s", spmd_rpc_errmsg(r));
@@ -255,7 +255,7 @@ static int shutdown_in_flight(int idx, void *arg) {
     } else {
         int64_t t0 = spmd__now_ms();
         CREQ(spmd_rpc_future_wait(f, -1) != SPMD_OK, "call to a worker that stopped");
-        CREQ(spmd__now_ms() - t0 < 10000, "took %lld ms", (long long)(spmd__now_ms() - t0));
+        CREQ(spmd__now_ms() - t0 < 45000, "took %lld ms", (long long)(spmd__now_ms() - t0));
         spmd_rpc_future_free(f);
         spmd_rpc_msg *v = NULL;
         CREQ(spmd_rref_to_here(ref, -1, &v) != SPMD_OK, "RRef owned by a worker that stopped");

@@ -53,7 +53,11 @@ static int body(int idx, void *arg) {
     CHILD_REQUIRE(st != SPMD_OK, "all_reduce went on without rank %d", p->victim);
     CHILD_REQUIRE(strstr(spmd_group_errmsg(g), want) != NULL, "error does not name %s: %s", want,
                   spmd_group_errmsg(g));
-    CHILD_REQUIRE(took < 5000, "took %lld ms", (long long)took);
+    /* a hang guard, not a speed goal (bench/fault_trials.sh measures that):
+     * the kill is seen by the survivors' next wait, loaded machine or not */
+    CHILD_REQUIRE(took < 60000, "took %lld ms", (long long)took);
+    /* the count below sees spmd's memory while the group holds it */
+    CHILD_REQUIRE(spmd_group_size(g) == 1 || mp_spmd_mappings() > 0, "no spmd shared mapping seen before destroy");
     spmd_group_destroy(g);
     free(buf);
     CHILD_REQUIRE(mp_open_fds() == fds_before, "%d file descriptors open after destroy, %d before", mp_open_fds(),

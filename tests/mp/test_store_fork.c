@@ -72,7 +72,7 @@ static void test_server_killed(void) {
         pthread_join(th, NULL);
         double ms = tsu_ms_since(t0);
         CHECK_MSG(b.st == SPMD_ERR_REMOTE, "get on a killed server: %d %s", b.st, b.msg);
-        CHECK_MSG(ms < 5000, "noticed after %.1f ms", ms);
+        CHECK_MSG(ms < 30000, "noticed after %.1f ms", ms);
         CHECK_MSG(strstr(b.msg, "server") != NULL, "%s", b.msg);
         CHECK(spmd_store_add(c, "x", 1, NULL) == SPMD_ERR_REMOTE);
         spmd_store_close(c);

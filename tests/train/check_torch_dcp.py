@@ -6,10 +6,11 @@ saved as slices by two ranks) on small generated Fashion-MNIST-format files,
 with --checkpoint-dir and --save-model; then torch
   - dcp.load({"model": model.state_dict()}) — every key of the module's
     state_dict is found, and the values equal the --save-model file's;
-  - dcp.load({"optim": get_optimizer_state_dict(model, opt)}) with a partial
-    load (spmd-train does not write the hyperparameters): every exp_avg,
-    exp_avg_sq and step of torch's optimizer state is in the checkpoint, of
-    torch's shape, and set_optimizer_state_dict takes it.
+  - dcp.load({"optim": get_optimizer_state_dict(model, opt)}) strictly (no
+    allow_partial_load): every exp_avg, exp_avg_sq and step of torch's
+    optimizer state and every key of its param_groups is in the checkpoint,
+    of torch's shape, the hyperparameters are spmd-train's (lr 0.001, betas,
+    eps, the parameter names) and set_optimizer_state_dict takes it.
 Exit 77 without torch 2.x.  Usage: check_torch_dcp.py SPMD_TRAIN SPMDRUN"""
 import json
 import os
@@ -78,9 +79,16 @@ with tempfile.TemporaryDirectory() as tmp:
     want = {f"optim.state.{p}.{k}": v for p, st in osd["state"].items() for k, v in st.items()}
     missing = [k for k in want if k not in meta]
     shapes = [k for k, v in want.items() if k in meta and list(meta[k].size) != list(v.shape)]
-    dcp.load({"optim": osd}, checkpoint_id=ck, planner=DefaultLoadPlanner(allow_partial_load=True))
+    groups = [k for k in meta if k.startswith("optim.param_groups.")]
+    dcp.load({"optim": osd}, checkpoint_id=ck, planner=DefaultLoadPlanner(allow_partial_load=False))
+    g = osd["param_groups"][0]
+    names = [n for n, _ in model.named_parameters()]
+    hyper = (abs(g["lr"] - 0.001) < 1e-9 and [abs(b - w) < 1e-7 for b, w in zip(g["betas"], (0.9, 0.999))] == [True] * 2
+             and abs(g["eps"] - 1e-8) < 1e-12 and g["weight_decay"] == 0 and g["params"] == names)
+    print(f"optim: param_groups keys {sorted(groups)}, spmd-train's hyperparameters: {hyper}")
     set_optimizer_state_dict(model, opt, osd)
     steps = {float(st["step"]) for st in opt.state.values()}
     print(f"optim: {len(want)} tensors of torch's Adam state, missing {missing}, other shapes {shapes}, steps {steps}")
     ok = ok and not missing and not shapes and steps == {3.0} and len(want) == 3 * len(list(model.parameters()))
+    ok = ok and hyper and opt.param_groups[0]["lr"] == g["lr"]
     sys.exit(0 if ok else 1)

@@ -12,9 +12,11 @@
  *     equal to its checkpoint's model.* tensors; that file --load-model'ed
  *     in one process, at dp 1 x tp 2 and at dp 2 x pp 2 and saved again is
  *     the same bytes (another model's file is refused naming the tensor);
- *   the model-parallel trainer (ZeRO-1 with AdamW; pp 2) continues bit for
- *     bit in the same layout: 3 steps + --resume + 3 == 6 straight (written
- *     with --async-checkpoint), across an epoch's end;
+ *   both trainers (ZeRO-1 with AdamW; pp 2; DDP; all with dropout) continue bit
+ *     for bit in the same layout: 3 steps + --resume + 3 == 6 straight (written
+ *     with --async-checkpoint: its deferred step-4 save equals the resumed
+ *     run's), across an epoch's end; the data-parallel trainer reports the
+ *     saves' stall;
  *   a checkpoint of another model is refused naming both; a rank file cut
  *     short stops every rank, the one that reads it naming it, the others
  *     naming that rank. */
@@ -48,7 +50,7 @@ static void write_file(const char *name, size_t n) {
 static int rank_exec(int rank, int world, void *arg) {
     (void)rank, (void)world;
     int fd = open(logpath, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    if (fd >= 0) dup2(fd, 2);
+    if (fd >= 0) dup2(fd, 2), dup2(fd, 1);   /* rank 0's summary (the checkpoint stall line) too */
     execv(SPMD_TRAIN_EXE, (char *const *)arg);
     _exit(127);
 }
@@ -223,23 +225,30 @@ int main(void) {
     CHECK(train(2, "--model", "mlp", "--tp", "2", "--epochs", "0", "--load-model", path("pt.safetensors"), NULL) != 0 &&
           log_has("--load-model") && log_has("the file holds"));
 
-    /* the model-parallel trainer continues exactly in the same layout, mid-epoch
-     * and across an epoch's end (32 samples: 4 steps each): 3 + resume + 3 == 6 straight */
+    /* both trainers continue exactly in the same layout, mid-epoch and across
+     * an epoch's end (32 samples: 4 steps each): 3 + resume + 3 == 6 straight;
+     * the straight run's step-4 checkpoint, deferred (its copy overlaps step
+     * 5's forward, the DDP reducer's sharded step writes every rank's
+     * parameters in backward), equals the one the resumed run writes */
     static const char *const ALL[] = {"model.", "optim.", "trainer.", NULL};
-    for (int pp = 0; pp < 2; pp++) {
+    for (int pp = 0; pp < 3; pp++) {
         char straight[64], split[64], a[400], b[400];
         double d;
         int same = 0;
         snprintf(straight, sizeof straight, "straight%d", pp);
         snprintf(split, sizeof split, "split%d", pp);
-        /* ZeRO-1 with dropout (its RNG is saved); the pipeline's per-slot
-         * dropout streams are not saved: --no-dropout there */
-        static const char *const how[2][5] = {{"--zero", "--optimizer", "adamw", "--lr", "0.001"},
-                                              {"--pp", "2", "--microbatches", "2", "--no-dropout"}};
+        /* all with dropout: the RNG words are saved (the pipeline's: every
+         * micro-batch slot's stream, trainer.pipe_rng) */
+        static const char *const how[3][5] = {{"--zero", "--optimizer", "adamw", "--lr", "0.001"},
+                                              {"--pp", "2", "--microbatches", "2", "--quiet"},
+                                              {"--momentum", "0.9", "--weight-decay", "0.0001", "--quiet"}};
+        static const char *const names[3] = {"ZeRO-1", "pp 2", "DDP"};
         const char *const *h = how[pp];
         /* the straight run writes in the background: the same checkpoints */
         CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "6", "--checkpoint-dir",
                     path(straight), "--async-checkpoint", NULL) == 0);
+        if (pp == 2)   /* the data-parallel trainer says what the saves cost the steps */
+            CHECK_MSG(log_has("checkpoint stall: 2 save(s) in the background, "), "no checkpoint stall line");
         CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "3", "--checkpoint-dir",
                     path(split), NULL) == 0);
         CHECK(train(2, h[0], h[1], h[2], h[3], h[4], "--train-samples", "32", "--steps", "6", "--checkpoint-dir",
@@ -247,7 +256,13 @@ int main(void) {
         snprintf(a, sizeof a, "%s/%s/step-6", dir, straight);
         snprintf(b, sizeof b, "%s/%s/step-6", dir, split);
         CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && same, "%s: 3 + resume + 3 differs from 6 steps by %g",
-                  pp ? "pp 2" : "ZeRO-1", d);
+                  names[pp], d);
+        snprintf(a, sizeof a, "%s/%s/step-4", dir, straight);
+        snprintf(b, sizeof b, "%s/%s/step-4", dir, split);
+        /* (pp 2 at world 2 is one replica: 8 steps an epoch, no save at 4) */
+        CHECK_MSG(pp == 1 || (dcp_compare(a, b, ALL, &d, &same) == 0 && same),
+                  "%s: the deferred save of step 4 differs by %g", names[pp], d);
+        snprintf(a, sizeof a, "%s/%s/step-6", dir, straight);
         snprintf(b, sizeof b, "%s/%s/step-3", dir, split);
         CHECK_MSG(dcp_compare(a, b, ALL, &d, &same) == 0 && !same, "3 and 6 steps gave the same state");
     }

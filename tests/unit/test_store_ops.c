@@ -293,7 +293,7 @@ static void test_connect_errors(void) {
     uint64_t t0 = spmd__now_ns();
     CHECK(spmd_store_connect("127.0.0.1", port, 150, &c, err, sizeof err) == SPMD_ERR_TIMEOUT);
     double ms = tsu_ms_since(t0);
-    CHECK_MSG(ms >= 140 && ms < 5000, "connect gave up after %.1f ms", ms);
+    CHECK_MSG(ms >= 140 && ms < 30000, "connect gave up after %.1f ms", ms);
     CHECK(c == (spmd_store *)0x1);
     CHECK_MSG(strstr(err, "127.0.0.1") != NULL, "%s", err);
     CHECK(spmd_store_connect("127.0.0.1", 0, 100, &c, err, sizeof err) == SPMD_ERR_INVALID);

@@ -14,6 +14,7 @@ static void layout_of(trainer *t, ckpt_layout *L) {
     L->optim = t->optim;
     L->state_off = 0;
     L->state_count = t->nparams;
+    L->param_groups = 1;
 }
 
 static void state_of(const trainer *t, int64_t *s) {
@@ -30,6 +31,7 @@ static void state_of(const trainer *t, int64_t *s) {
 }
 
 spmd_status checkpoint_save(trainer *t) {
+    double t0 = report_now();
     spmd_status st = sync_whole_state(t);
     if (st != SPMD_OK) return st;
     ckpt_layout L;
@@ -37,8 +39,18 @@ spmd_status checkpoint_save(trainer *t) {
     layout_of(t, &L);
     state_of(t, s);
     char dir[4200];
-    return ckpt_save(t->g, t->saver, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
-                     sizeof dir, t->err, sizeof t->err);
+    st = ckpt_save(t->g, t->saver, t->saver ? &t->hold : NULL, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s,
+                   t->o.model, dir, sizeof dir, t->err, sizeof t->err);
+    t->t.ckpt += report_now() - t0;
+    t->t.saves++;
+    return st;
+}
+
+void checkpoint_staged(trainer *t) {
+    if (!t->saver) return;
+    double t0 = report_now();
+    ckpt_staged(t->saver, &t->hold);
+    t->t.ckpt += report_now() - t0;
 }
 
 spmd_status checkpoint_load(trainer *t, int *loaded, char *dir, size_t dirlen) {

@@ -19,6 +19,8 @@ void ckpt_boxes_free(ckpt_boxes *b) {
     free(b->names);
     free(b->s);
     free(b->steps);
+    free(b->slot_rng);
+    for (size_t i = 0; i < b->nitems; i++) free((void *)b->items[i].data);
     memset(b, 0, sizeof *b);
 }
 
@@ -124,6 +126,60 @@ static void flat_rec(flat_ctx *c, const int64_t *shape, int k, int64_t *idx, int
     }
 }
 
+/* One param_groups entry: optim.param_groups.0.<key> holding v's pickle. */
+static int group_item(ckpt_boxes *b, const char *key, const spmd_dcp_value *v) {
+    void *buf;
+    size_t len;
+    const char *fqn = name_add(b, "optim.param_groups.0.%s", key);
+    if (!fqn || b->nitems == sizeof b->items / sizeof b->items[0] || spmd_dcp_value_encode(v, &buf, &len) != SPMD_OK)
+        return -1;
+    b->items[b->nitems++] = (spmd_dcp_bytes){fqn, buf, len, 1};
+    return 0;
+}
+
+/* The one param group of torch.optim.SGD / Adam / AdamW (torch 2.6's keys
+ * and defaults for what spmd's optimizers do not have) as
+ * get_optimizer_state_dict's flattening names them: a strict dcp.load into
+ * the torch optimizer finds every key. */
+static int param_groups(const ckpt_layout *L, ckpt_boxes *b) {
+    const spmd_optim_opts *o = spmd_optim_get_opts(L->optim);
+    const spmd_model *m = L->whole ? L->whole : L->model;
+    int np = spmd_model_num_params(m), rc = 0;
+    spmd_dcp_value *names = calloc((size_t)(np ? np : 1), sizeof *names);
+    if (!names) return -1;
+    for (int i = 0; i < np; i++) {
+        names[i].type = SPMD_DCP_STR;
+        names[i].s = (char *)spmd_model_param(m, i)->name;
+        names[i].len = strlen(names[i].s);
+    }
+#define F(x) (spmd_dcp_value){.type = SPMD_DCP_FLOAT, .f = (double)(x)}
+#define B(x) (spmd_dcp_value){.type = SPMD_DCP_BOOL, .i = (x)}
+    spmd_dcp_value none = {.type = SPMD_DCP_NONE}, no = B(0), betas[2] = {F(o->beta1), F(o->beta2)};
+    spmd_dcp_value params = {.type = SPMD_DCP_LIST, .n = (size_t)np, .items = names};
+    spmd_dcp_value pair = {.type = SPMD_DCP_LIST, .is_tuple = 1, .n = 2, .items = betas};
+    rc |= group_item(b, "lr", &F(o->lr));
+    rc |= group_item(b, "weight_decay", &F(o->weight_decay));
+    rc |= group_item(b, "maximize", &no);
+    rc |= group_item(b, "foreach", &none);
+    rc |= group_item(b, "differentiable", &no);
+    rc |= group_item(b, "fused", &none);
+    rc |= group_item(b, "params", &params);
+    if (o->kind == SPMD_OPTIM_SGD) {
+        rc |= group_item(b, "momentum", &F(o->momentum));
+        rc |= group_item(b, "dampening", &F(o->dampening));
+        rc |= group_item(b, "nesterov", &B(o->nesterov != 0));
+    } else {
+        rc |= group_item(b, "betas", &pair);
+        rc |= group_item(b, "eps", &F(o->eps));
+        rc |= group_item(b, "amsgrad", &no);
+        rc |= group_item(b, "capturable", &no);
+    }
+#undef F
+#undef B
+    free(names);
+    return rc ? -1 : 0;
+}
+
 static const char *const SGD_STATE[] = {"momentum_buffer"};
 static const char *const ADAM_STATE[] = {"exp_avg", "exp_avg_sq"};
 
@@ -172,6 +228,7 @@ int ckpt_boxes_build(const ckpt_layout *L, int with_optim, ckpt_boxes *b) {
         for (int d = 0; d < p->ndim; d++) s->sizes[d] = global[d];
         s->data = L->buffers + p->offset;
     }
+    if (with_optim && L->optim && L->param_groups && param_groups(L, b) != 0) return -1;
     return 0;
 }
 
@@ -199,11 +256,11 @@ static spmd_status agree(spmd_group *g, spmd_status st, const char *what, char *
 
 /* ---- save -------------------------------------------------------------------- */
 
-spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
-                      const int64_t state[CK_STATE_N],
-                      const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
-                      size_t errlen) {
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, ckpt_hold *hold, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir,
+                      size_t dirlen, char *err, size_t errlen) {
     int rank = g ? spmd_group_rank(g) : 0;
+    int deferred = saver && hold;
     snprintf(dir, dirlen, "%s/step-%lld", root, (long long)state[CK_GLOBAL_STEP]);
     /* every rank creates the folders (EEXIST is fine), so none waits for rank 0's */
     spmd_status st = SPMD_OK;
@@ -211,33 +268,76 @@ spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, co
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         st = SPMD_ERR_IO;
     }
-    ckpt_boxes b;
-    if (ckpt_boxes_build(L, 1, &b) != 0 && st == SPMD_OK) {
+    ckpt_boxes local_b;
+    int64_t local_state[CK_STATE_N], local_rng[4];
+    ckpt_boxes *b = deferred ? &hold->b : &local_b;
+    int64_t *state_copy = deferred ? hold->state : local_state, *rng_row = deferred ? hold->rng : local_rng;
+    ckpt_layout Lb = *L;
+    if (deferred) {
+        ckpt_staged(saver, hold);   /* the previous save's boxes are done with */
+        /* the buffers change in the next forward (BatchNorm): copied now */
+        size_t nbuf = 0;
+        spmd_model_buffers(L->model, &nbuf);
+        if (nbuf > hold->buffers_cap) {
+            free(hold->buffers);
+            hold->buffers_cap = 0;
+            if ((hold->buffers = malloc(nbuf * sizeof(float)))) hold->buffers_cap = nbuf;
+        }
+        if (nbuf && !hold->buffers && st == SPMD_OK) {
+            snprintf(err, errlen, "out of memory copying the buffers");
+            st = SPMD_ERR_NOMEM;
+        }
+        if (nbuf && hold->buffers) memcpy(hold->buffers, L->buffers, nbuf * sizeof(float));
+        Lb.buffers = hold->buffers;
+    }
+    if (ckpt_boxes_build(&Lb, 1, b) != 0 && st == SPMD_OK) {
         snprintf(err, errlen, "out of memory describing the checkpoint");
         st = SPMD_ERR_NOMEM;
     }
-    int64_t state_copy[CK_STATE_N], rng_row[4];
-    memcpy(state_copy, state, sizeof state_copy);
-    memcpy(rng_row, rng, sizeof rng_row);
+    memcpy(state_copy, state, sizeof(int64_t) * CK_STATE_N);
+    memcpy(rng_row, rng, sizeof(int64_t) * 4);
     int64_t g1[1] = {CK_STATE_N}, g2[2] = {state[CK_WORLD], 4};
-    spmd_dcp_shard *s = box_add(&b, "trainer.state", "int64", 1, g1);
+    spmd_dcp_shard *s = box_add(b, "trainer.state", "int64", 1, g1);
     if (s) s->sizes[0] = CK_STATE_N, s->data = state_copy;
-    spmd_dcp_shard *r = s ? box_add(&b, "trainer.rng", "int64", 2, g2) : NULL;
+    spmd_dcp_shard *r = s ? box_add(b, "trainer.rng", "int64", 2, g2) : NULL;
     if (r) r->offsets[0] = rank, r->sizes[0] = 1, r->sizes[1] = 4, r->data = rng_row;
+    if (r && L->slot_rng) {   /* every pipeline slot's dropout stream, copied now */
+        int64_t g3[3] = {state[CK_WORLD], L->slot_rows, 4};
+        size_t words = (size_t)L->slot_rows * 4;
+        r = (b->slot_rng = malloc(words * sizeof(int64_t))) ? box_add(b, "trainer.pipe_rng", "int64", 3, g3) : NULL;
+        if (r) {
+            memcpy(b->slot_rng, L->slot_rng, words * sizeof(int64_t));
+            r->offsets[0] = rank, r->sizes[0] = 1, r->sizes[1] = L->slot_rows, r->sizes[2] = 4, r->data = b->slot_rng;
+        }
+    }
     if (!r && st == SPMD_OK) {
         snprintf(err, errlen, "out of memory describing the checkpoint");
         st = SPMD_ERR_NOMEM;
     }
     const char *optim = L->optim ? spmd_optim_name(L->optim) : "sgd";
-    spmd_dcp_bytes items[2] = {{"trainer.model", model_name, strlen(model_name)},
-                               {"trainer.optimizer", optim, strlen(optim)}};
+    spmd_dcp_bytes items[2 + sizeof b->items / sizeof b->items[0]] = {
+        {"trainer.model", model_name, strlen(model_name), 0}, {"trainer.optimizer", optim, strlen(optim), 0}};
+    for (size_t i = 0; i < b->nitems; i++) items[2 + i] = b->items[i];
     char what[4300];
     snprintf(what, sizeof what, "prepare its part of %s", dir);
     if ((st = agree(g, st, what, err, errlen)) == SPMD_OK)   /* the save's own status is agreed */
-        st = saver ? spmd_dcp_save_async(saver, dir, b.s, b.n, items, 2, err, errlen)
-                   : spmd_dcp_save(g, dir, b.s, b.n, items, 2, err, errlen);
-    ckpt_boxes_free(&b);
+        st = deferred ? spmd_dcp_save_async_deferred(saver, dir, b->s, b->n, items, 2 + b->nitems, err, errlen)
+             : saver  ? spmd_dcp_save_async(saver, dir, b->s, b->n, items, 2 + b->nitems, err, errlen)
+                      : spmd_dcp_save(g, dir, b->s, b->n, items, 2 + b->nitems, err, errlen);
+    if (!deferred) ckpt_boxes_free(b);   /* else until ckpt_staged: the thread copies from them */
     return st;
+}
+
+void ckpt_staged(spmd_dcp_saver *saver, ckpt_hold *hold) {
+    if (!saver) return;
+    spmd_dcp_save_staged(saver);
+    if (hold) ckpt_boxes_free(&hold->b);
+}
+
+void ckpt_hold_free(ckpt_hold *hold) {
+    ckpt_boxes_free(&hold->b);
+    free(hold->buffers);
+    memset(hold, 0, sizeof *hold);
 }
 
 /* ---- find -------------------------------------------------------------------- */
@@ -380,6 +480,13 @@ static spmd_status load_local(const char *dir, const ckpt_layout *L, const char 
         if (!(rng[0] | rng[1] | rng[2] | rng[3])) {
             snprintf(err, errlen, "%s: trainer.rng: rank %d's RNG state is all zero", dir, rank);
             return SPMD_ERR_FORMAT;
+        }
+        if (L->slot_rng) {   /* the pipeline's slots: the same micro-batch count, else fresh streams */
+            spmd_dcp_shard ps = {"trainer.pipe_rng", "int64", 3, {state[CK_WORLD], L->slot_rows, 4}, {rank, 0, 0},
+                                 {1, L->slot_rows, 4}, L->slot_rng};
+            st = spmd_dcp_load(dir, &ps, 1, err, errlen);
+            if (st == SPMD_ERR_NOTFOUND || st == SPMD_ERR_MISMATCH) *rng_ok = 0, st = SPMD_OK, err[0] = 0;
+            if (st != SPMD_OK) return st;
         }
     }
     return SPMD_OK;

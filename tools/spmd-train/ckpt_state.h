@@ -7,9 +7,13 @@
  * the keys torch's dcp.save({"model": model.state_dict(), "optim":
  * get_optimizer_state_dict(model, opt)}) uses: model.<param>, model.<bn
  * buffer>, optim.state.<param>.momentum_buffer (SGD) or .exp_avg, .exp_avg_sq
- * and .step (Adam, AdamW); then the trainer's own items: trainer.state (the
+ * and .step (Adam, AdamW), optim.param_groups.0.<key> (torch 2.6's
+ * hyperparameter keys of torch.optim.SGD, Adam, AdamW, and params: the
+ * parameter names; not by pipeline stages); then the trainer's own items: trainer.state (the
  * position, int64), trainer.rng (one row of dropout RNG words per rank) and
- * the bytes items trainer.model and trainer.optimizer. */
+ * the bytes items trainer.model and trainer.optimizer; a pipeline stage
+ * also trainer.pipe_rng (world x microbatches x 4 int64: every micro-batch
+ * slot's dropout RNG words). */
 #ifndef SPMD_TRAIN_CKPT_STATE_H
 #define SPMD_TRAIN_CKPT_STATE_H
 #include "spmd/ckpt.h"
@@ -23,6 +27,11 @@ typedef struct {
     int t;                    /* tensor-parallel rank: a sharded tensor is block t of its dim */
     spmd_optim *optim;        /* its state covers params[state_off, state_off + state_count) */
     size_t state_off, state_count;
+    uint64_t *slot_rng;       /* a pipeline stage: slot_rows x 4 words, every micro-batch slot's dropout
+                                 RNG (rows past the stage's slots zero); saved and loaded; else NULL */
+    int slot_rows;            /* the micro-batch count: every stage saves that many rows */
+    int param_groups;         /* 1: the rank knows every parameter's name (not a pipeline stage): the
+                                 optimizer's param_groups are saved (optim.param_groups.0.*) */
 } ckpt_layout;
 
 /* The boxes of L's tensors this rank holds, as spmd_dcp_shard under torch's
@@ -33,6 +42,9 @@ typedef struct {
     char **names;  /* owned key strings */
     size_t nnames;
     float *steps;  /* Adam's per-tensor step (a 0-d float32, as torch 2.x) */
+    int64_t *slot_rng;  /* a copy of L->slot_rng (the next forward changes it) */
+    spmd_dcp_bytes items[16];  /* optim.param_groups.0.<key>: pickles of torch's values */
+    size_t nitems;
 } ckpt_boxes;
 int ckpt_boxes_build(const ckpt_layout *L, int with_optim, ckpt_boxes *b);
 void ckpt_boxes_free(ckpt_boxes *b);
@@ -51,15 +63,35 @@ enum {
     CK_STATE_N
 };
 
+/* What an --async-checkpoint save still needs until the saver's thread has
+ * copied it (spmd_dcp_save_async_deferred): the boxes, and copies of what
+ * the next step changes before its optimizer step (BatchNorm buffers in
+ * forward, the dropout RNG, the position).  Zero-initialised; kept across
+ * saves (the buffer copy is reused). */
+typedef struct {
+    ckpt_boxes b;
+    float *buffers;
+    size_t buffers_cap;
+    int64_t state[CK_STATE_N], rng[4];
+} ckpt_hold;
+
 /* Save into root/step-<global step> (collective over g; NULL: one process).
  * rng: this rank's dropout RNG (4 words).  The status is agreed.  saver
- * non-NULL (--async-checkpoint): the state is copied into the saver's
- * staging buffer and written by its thread; this returns once copied (a
- * failure of the previous background save is returned here, or by
+ * non-NULL (--async-checkpoint; hold then too): a deferred save — this
+ * returns once the save is started, the parameters and optimizer state are
+ * copied into the saver's staging buffer by its thread while the next step's
+ * forward runs, and ckpt_staged must be called before anything changes them
+ * (a failure of the previous background save is returned here, or by
  * spmd_dcp_save_wait at the end). */
-spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, const char *root, const ckpt_layout *L,
-                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir, size_t dirlen, char *err,
-                      size_t errlen);
+spmd_status ckpt_save(spmd_group *g, spmd_dcp_saver *saver, ckpt_hold *hold, const char *root, const ckpt_layout *L,
+                      const int64_t state[CK_STATE_N], const uint64_t rng[4], const char *model_name, char *dir,
+                      size_t dirlen, char *err, size_t errlen);
+
+/* Wait until the last deferred save has copied this rank's state (at once
+ * when none is pending; saver NULL: nothing), and release hold's boxes. */
+void ckpt_staged(spmd_dcp_saver *saver, ckpt_hold *hold);
+/* After spmd_dcp_saver_free (nothing copies from it any more). */
+void ckpt_hold_free(ckpt_hold *hold);
 
 /* The checkpoint to resume (collective): path is a step-N directory (it has
  * a .metadata) or a root whose newest complete step-N is taken (a killed

@@ -22,7 +22,8 @@
  * (spmd_elastic_join_sync); the next step runs at the larger world.
  *
  * SPMD_TRAIN_KILL=R:S[,R:S...] (a demonstration and the tests): the process
- * that started as rank R SIGKILLs itself when global step S begins. */
+ * that started as rank R SIGKILLs itself when global step S begins (R:S:gather:
+ * with --zero, before that step's parameter all_gather). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,14 +50,18 @@ static double wall_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Does SPMD_TRAIN_KILL name this process and this step? */
+/* Does SPMD_TRAIN_KILL name this process and this step?  1: as the step
+ * begins ("R:S"); 2: with --zero, before the step's parameter all_gather
+ * ("R:S:gather", after the gradients' all_reduce and the shards' update). */
 static int kill_now(const elastic_run *r, long step) {
     const char *s = getenv("SPMD_TRAIN_KILL");
     while (s && *s) {
         char *end;
         long rank = strtol(s, &end, 10), at = -1;
         if (*end == ':') at = strtol(end + 1, &end, 10);
-        if (rank == r->first_rank && at == step) return 1;
+        int gather = !strncmp(end, ":gather", 7);
+        if (gather) end += 7;
+        if (rank == r->first_rank && at == step) return 1 + gather;
         s = *end == ',' ? end + 1 : NULL;
     }
     return 0;
@@ -81,7 +86,11 @@ static spmd_status on_reset(void *ctx, spmd_group *g, int world_before, int worl
     }
     if (world_after > 1 && !t->o.sync_average && (st = sync_setup_ddp(t)) != SPMD_OK) return st;
     spmd_optim_set_steps(t->optim, r->pos[POS_OPTIM_STEPS]);
-    if (t->o.lr_linear) spmd_optim_set_lr(t->optim, t->o.lr * (float)world_after);
+    float lr = t->o.lr_linear ? t->o.lr * (float)world_after : t->o.lr;
+    if (t->o.lr_linear) spmd_optim_set_lr(t->optim, lr);
+    /* --zero: the shards of the agreed step re-dealt over the new world */
+    if (t->ez && (st = ezero_reset(t, spmd_elastic_commits(r->e), r->pos[POS_OPTIM_STEPS], lr)) != SPMD_OK)
+        return st;
     t->epoch = (int)r->pos[POS_EPOCH];
     t->global_step = r->pos[POS_STEP];
     if ((uint64_t)t->epoch != spmd_sampler_epoch(t->train_sampler) &&
@@ -105,6 +114,14 @@ static spmd_status on_reset(void *ctx, spmd_group *g, int world_before, int worl
     return SPMD_OK;
 }
 
+/* A failed recovery's message into t->err, with the reset callback's
+ * (on_reset's own words, in t->err) when it failed. */
+static void say_elastic_error(elastic_run *r) {
+    char cb[sizeof r->t->err];
+    snprintf(cb, sizeof cb, "%s", r->t->err);
+    snprintf(r->t->err, sizeof r->t->err, "%s%s%.300s", spmd_elastic_errmsg(r->e), cb[0] ? ": " : "", cb);
+}
+
 /* After a failed call: the survivors agree and go on.  0, or the exit code. */
 static int recover(elastic_run *r, const char *what) {
     trainer *t = r->t;
@@ -113,9 +130,13 @@ static int recover(elastic_run *r, const char *what) {
     for (int i = 0, o = 0; i < nf && i < 16 && o < (int)sizeof names - 8; i++)
         o += snprintf(names + o, sizeof names - (size_t)o, "%s%d", i ? ", " : "", failed[i]);
     long step = t->global_step;
+    t->err[0] = '\0'; /* what the reset callback may say */
     if (spmd_elastic_recover(r->e) != SPMD_OK) {
-        snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r->e));
-        return dp_fail(t, "elastic recovery", SPMD_ERR_REMOTE);
+        say_elastic_error(r);
+        int rc = dp_fail(t, "elastic recovery", SPMD_ERR_REMOTE);
+        /* left out by the others (stopped past the heartbeat timeout, then
+         * resumed): a lost worker to spmdrun, not the job's failure */
+        return spmd_group_was_excluded(spmd_elastic_group(r->e)) ? SPMD_EXIT_EXCLUDED : rc;
     }
     spmd_elastic_info in = spmd_elastic_last(r->e);
     report_say(&t->rep,
@@ -129,8 +150,9 @@ static int recover(elastic_run *r, const char *what) {
 /* Admit n waiting processes at this step boundary.  0, or the exit code. */
 static int grow(elastic_run *r, int n) {
     trainer *t = r->t;
+    t->err[0] = '\0';
     if (spmd_elastic_grow(r->e, n) != SPMD_OK) {
-        snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r->e));
+        say_elastic_error(r);
         return dp_fail(t, "elastic grow", SPMD_ERR_REMOTE);
     }
     spmd_elastic_info in = spmd_elastic_last(r->e);
@@ -162,7 +184,10 @@ static int register_state(elastic_run *r) {
     size_t ns = 0;
     float *os = spmd_optim_state(t->optim, &ns);
     spmd_status st = spmd_elastic_create(t->g, &r->e, t->err, sizeof t->err);
-    if (!st) st = spmd_elastic_add_state(r->e, "params", t->params, t->nparams * sizeof(float), 0);
+    /* --zero: the parameters' all_gather comes before the commit and may
+     * break half-way: they are restored like the buffers */
+    if (!st) st = spmd_elastic_add_state(r->e, "params", t->params, t->nparams * sizeof(float),
+                                         t->ez ? SPMD_ELASTIC_KEEP : 0);
     if (!st) st = spmd_elastic_add_state(r->e, "optimizer", os, ns * sizeof(float), 0);
     if (!st) st = spmd_elastic_add_state(r->e, "buffers", t->buffers, t->nbuffers * sizeof(float), SPMD_ELASTIC_KEEP);
     if (!st) st = spmd_elastic_add_state(r->e, "position", r->pos, sizeof r->pos, 0);
@@ -205,13 +230,16 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
                 return dp_fail(t, "input", SPMD_ERR_INVALID);
             }
             if (!got) break;
-            if (kill_now(r, t->global_step + 1)) {
+            int kill = kill_now(r, t->global_step + 1);
+            if (kill == 2 && t->ez) ezero_die_before_gather(t->ez);
+            if (kill == 1) {
                 fprintf(stderr, "spmd-train: rank %d SIGKILLs itself as step %ld begins (SPMD_TRAIN_KILL) at %.6f\n",
                         t->rank, t->global_step + 1, wall_now());
                 raise(SIGKILL);
             }
             float loss;
             spmd_elastic_begin_step(r->e);
+            if (t->ez) ezero_begin_step(t->ez);
             if ((st = train_one_step(t, x, y, bn, &loss)) != SPMD_OK) {
                 if (!group_failed(t, st)) {
                     batch_source_close(&src);
@@ -228,6 +256,7 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
             r->pos[POS_OPTIM_STEPS] = spmd_optim_steps(t->optim);
             r->pos[POS_CONSUMED] = (int64_t)spmd_sampler_consumed(t->train_sampler, (size_t)r->deal_steps, B);
             spmd_elastic_commit(r->e);
+            if (t->ez) ezero_commit(t->ez);
             *samples += (long)bn * t->world;
             loss_sum += loss;
             *stopped = t->o.steps && t->global_step >= t->o.steps;
@@ -261,6 +290,9 @@ int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samp
     r.first_rank = elastic_joining(&t->o) ? -1 : t->rank;
     if (!t->g) return report_fail(t->rank, "--elastic", SPMD_ERR_INVALID, "needs a launcher (spmdrun)");
     int rc = register_state(&r);
+    /* a member holds its shards from the start; a joiner gets them at its reset */
+    if (!rc && t->ez && !elastic_joining(&t->o) && ezero_start(t->ez, t->rank, t->world) != SPMD_OK)
+        rc = dp_fail(t, "ZeRO-1 shards", SPMD_ERR_NOMEM);
     if (!rc && elastic_joining(&t->o)) {
         if (spmd_elastic_join_sync(r.e) != SPMD_OK) {
             snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r.e));

@@ -110,7 +110,10 @@ static int setup(trainer *t) {
     oo.lr = t->o.lr_linear ? t->o.lr * (float)t->world : t->o.lr;
     oo.momentum = t->o.momentum;
     oo.weight_decay = t->o.weight_decay;
-    if ((st = spmd_optim_create(&oo, t->nparams, &t->optim)) != SPMD_OK)
+    /* --elastic --zero: the state lives in shards (elastic_zero.c) */
+    int sharded = t->o.elastic && t->o.zero;
+    if ((st = spmd_optim_create(&oo, sharded ? 1 : t->nparams, &t->optim)) != SPMD_OK ||
+        (sharded && (st = ezero_create(&t->ez, &oo, t->nparams)) != SPMD_OK))
         return dp_fail(t, "cannot create the optimizer", st);
 
     spmd_sampler_opts so = SPMD_SAMPLER_OPTS_DEFAULT;
@@ -326,6 +329,12 @@ static int run(trainer *t) {
                1e3 * t->t.data / n, 1e3 * t->t.fwd / n, 1e3 * t->t.bwd / n, 1e3 * t->t.comm / n, 1e3 * t->t.opt / n);
         if (t->ddp && t->nbuffers) printf(", buffer broadcast %.3f ms", 1e3 * t->t.prep / n);
         printf("\n");
+        /* what the saves cost the training (bench/ckpt_bench.sh's train mode):
+         * the call, and with --async-checkpoint the wait for the deferred copy */
+        if (t->t.saves && t->t.steps && train_time > 0)
+            printf("checkpoint stall: %ld save(s)%s, %.3f ms per save, %.3f %% of a step (%.2f ms)\n", t->t.saves,
+                   t->saver ? " in the background" : "", 1e3 * t->t.ckpt / (double)t->t.saves,
+                   100.0 * t->t.ckpt / (double)t->t.saves / (train_time / n), 1e3 * train_time / n);
         fflush(stdout);
     }
     if (t->o.check_sync && (st = sync_check(t)) != SPMD_OK) return dp_fail(t, "check-sync", st);
@@ -351,8 +360,10 @@ int train_data_parallel(const options *o) {
     spmd_sampler_free(t->train_sampler);
     spmd_sampler_free(t->test_sampler);
     spmd_optim_free(t->optim);
+    ezero_free(t->ez);
     spmd_ddp_free(t->ddp);
     spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
+    ckpt_hold_free(&t->hold);
     spmd_model_free(t->model);
     train_data_free(&t->train);
     train_data_free(&t->test);

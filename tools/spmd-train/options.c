@@ -43,8 +43,8 @@ static void usage(FILE *f) {
         "                       size and --pp/--tp/--zero layout: the tensors are resharded; the\n"
         "                       epoch's samples already seen are skipped; no checkpoint: start\n"
         "                       from scratch\n"
-        "  --async-checkpoint   the step waits only while the state is copied; a thread of\n"
-        "                       its own writes the checkpoint (not with groups over MPI)\n"
+        "  --async-checkpoint   a thread of its own copies the state while the next step's\n"
+        "                       forward runs, then writes the checkpoint (not with MPI)\n"
         "  --allow-nonfinite-checkpoint  resume even when the checkpoint holds NaN or infinite\n"
         "                       values (refused by default, naming the tensor)\n"
         "  --metrics FILE       append JSON lines: steps (loss, samples/s) and epochs (test accuracy)\n"
@@ -77,7 +77,8 @@ static void usage(FILE *f) {
         "  --check-sync         at the end, fail unless every rank holds identical parameters\n"
         "                       and optimizer state (and BatchNorm buffers with --sync-bn)\n"
         "  --elastic            a lost rank costs at most one step: the others shrink and go on\n"
-        "                       (spmdrun --on-failure shrink; docs/RELIABILITY.md)\n"
+        "                       (spmdrun --on-failure shrink; docs/RELIABILITY.md); with --zero the\n"
+        "                       optimizer state is sharded, each shard also kept by the next rank\n"
         "\n"
         "Model parallelism (--pp or --tp > 1, or --zero; the world is dp x pp x tp, docs/PARALLEL.md):\n"
         "  --pp N               pipeline stages                          (1)\n"
@@ -168,7 +169,8 @@ static int check_output_file(const char *opt, const char *path) {
     return 0;
 }
 
-int train_is_parallel(const options *o) { return o->pp > 1 || o->tp > 1 || o->zero; }
+/* (--zero with --elastic stays in the data-parallel trainer: elastic_zero.c) */
+int train_is_parallel(const options *o) { return o->pp > 1 || o->tp > 1 || (o->zero && !o->elastic); }
 
 /* The options the model-parallel trainer cannot honour, and why. */
 static int check_parallel(const options *o, int seen_sync) {
@@ -345,7 +347,7 @@ int train_parse_args(int argc, char **argv, options *o) {
 /* --elastic (elastic.c): its refusals and what it implies. */
 int elastic_check_options(options *o) {
     if (!o->elastic) return 0;
-    const char *bad = train_is_parallel(o) ? "--pp, --tp and --zero (ZeRO-1 shards are not re-formed)"
+    const char *bad = train_is_parallel(o) ? "--pp and --tp (their parts of the model are not re-formed)"
                       : o->ckpt_dir        ? "--checkpoint-dir (the survivors keep the state in memory)"
                       : o->compression     ? "--grad-compression"
                                            : NULL;

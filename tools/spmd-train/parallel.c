@@ -29,6 +29,8 @@ typedef struct {
     spmd_optim *optim;
     spmd_zero *zero;
     spmd_dcp_saver *saver;   /* --async-checkpoint */
+    ckpt_hold hold;          /* what its deferred save copies from, until staged before the next step */
+    uint64_t *slot_rng;      /* --pp > 1: microbatches x 4 words, the slots' dropout RNG (checkpoints) */
     train_data d[2];
     size_t in_size;
     int first, last, reporter, rank;
@@ -102,6 +104,14 @@ static void par_layout(ptrainer *t, ckpt_layout *L) {
     L->buffers = spmd_model_buffers(t->model, NULL);
     L->whole = t->o.tp > 1 ? t->whole : NULL;
     L->t = t->mesh.t;
+    L->param_groups = t->o.pp == 1;   /* a pipeline stage knows its own parameters only */
+    if (t->pipe && t->slot_rng) {     /* every micro-batch slot's dropout stream, as it is now */
+        memset(t->slot_rng, 0, sizeof(uint64_t) * 4 * (size_t)t->o.microbatches);
+        for (int i = 0; i < spmd_pipe_num_slots(t->pipe) && i < t->o.microbatches; i++)
+            memcpy(t->slot_rng + 4 * i, spmd_model_rng(spmd_pipe_slot_model(t->pipe, i))->s, 4 * sizeof(uint64_t));
+        L->slot_rng = t->slot_rng;
+        L->slot_rows = t->o.microbatches;
+    }
     if (t->zero) {
         L->optim = spmd_zero_optim(t->zero);
         spmd_zero_shard(t->zero, &L->state_off, &L->state_count);
@@ -133,7 +143,7 @@ static int par_save(ptrainer *t, int epoch, long step_in_epoch, long step) {
     char dir[4200];
     par_layout(t, &L);
     par_state(t, &L, epoch, step_in_epoch, step, s);
-    spmd_status st = ckpt_save(t->g, t->saver, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
+    spmd_status st = ckpt_save(t->g, t->saver, &t->hold, t->o.ckpt_dir, &L, s, spmd_model_rng(t->model)->s, t->o.model, dir,
                                sizeof dir, t->err, sizeof t->err);
     if (st != SPMD_OK) return report_fail(t->rank, "checkpoint", st, t->err);
     t->saved_step = step;
@@ -161,12 +171,16 @@ static int par_resume(ptrainer *t, size_t steps_per_epoch) {
     ckpt_position(s, t->mesh.dp, t->o.batch, (long)steps_per_epoch, &t->start_epoch, &t->start_step_in_epoch, &exact);
     t->start_step = (long)s[CK_GLOBAL_STEP];
     /* the dropout streams: restored where the same rank runs the same part
-     * of the same layout (not the pipeline's per-slot streams), else fresh
-     * ones from the seed, the rank's stream and the step */
+     * of the same layout (a pipeline stage: every micro-batch slot's, with
+     * the same micro-batch count), else fresh ones from the seed, the rank's
+     * stream and the step */
     uint64_t stream = (uint64_t)t->mesh.d * (uint64_t)t->o.pp + (uint64_t)t->mesh.p;
-    if (t->pipe) spmd_pipe_seed_dropout(t->pipe, t->o.seed, stream + ((uint64_t)t->start_step << 24));
+    if (!rng_ok && t->pipe) spmd_pipe_seed_dropout(t->pipe, t->o.seed, stream + ((uint64_t)t->start_step << 24));
     else if (!rng_ok) spmd_model_seed_dropout(t->model, t->o.seed, stream + ((uint64_t)t->start_step << 24));
-    if (rng_ok) memcpy(spmd_model_rng(t->model)->s, rng, sizeof rng);   /* the words trainer.rng keeps */
+    else if (t->pipe)   /* the words trainer.pipe_rng keeps (slot 0's are trainer.rng's) */
+        for (int i = 0; i < spmd_pipe_num_slots(t->pipe) && i < t->o.microbatches; i++)
+            memcpy(spmd_model_rng(spmd_pipe_slot_model(t->pipe, i))->s, t->slot_rng + 4 * i, 4 * sizeof(uint64_t));
+    else memcpy(spmd_model_rng(t->model)->s, rng, sizeof rng);   /* the words trainer.rng keeps */
     if (strcmp(t->o.resume_dir, t->o.ckpt_dir ? t->o.ckpt_dir : "") == 0) t->saved_step = t->start_step;
     report_say(&t->rep, "resumed from %s: epoch %d, step %ld%s\n", dir, t->start_epoch + 1, t->start_step,
                exact ? "" : " (the saved samples per step do not divide this run's: the position in the epoch "
@@ -294,6 +308,7 @@ static int train(ptrainer *t) {
                 }
             }
             double t2 = report_now();
+            ckpt_staged(t->saver, &t->hold);   /* a deferred save has copied the state it changes */
             spmd_status st = SPMD_OK;
             if (t->zero) st = spmd_zero_step(t->zero, params, grads);
             else {
@@ -408,6 +423,10 @@ static int build(ptrainer *t) {
         spmd_pipe_opts po = {o->schedule, o->microbatches, NULL, o->seed, o->dropout};
         if (spmd_pipe_create(t->mesh.pp_group, t->L, &po, &t->pipe, t->err, sizeof t->err)) return -1;
         t->model = spmd_pipe_model(t->pipe);
+        if (!(t->slot_rng = calloc((size_t)o->microbatches * 4, sizeof(uint64_t)))) {
+            snprintf(t->err, sizeof t->err, "out of memory");
+            return -1;
+        }
     } else {
         spmd_build_opts bo = {o->model, o->seed, o->dropout, 0, 0};
         if (spmd_model_build(t->L, &bo, &t->model, t->err, sizeof t->err)) return -1;
@@ -486,9 +505,11 @@ int train_model_parallel(const options *o) {
     report_close(&t->rep);
     spmd_zero_free(t->zero);
     spmd_dcp_saver_free(t->saver);   /* before the group: it holds a subgroup */
+    ckpt_hold_free(&t->hold);
     spmd_optim_free(t->optim);
     if (t->pipe) spmd_pipe_free(t->pipe);
     else spmd_model_free(t->model);
+    free(t->slot_rng);
     spmd_model_free(t->whole);
     spmd_layers_free(t->L);
     spmd_tp_free(t->tp);

@@ -49,6 +49,7 @@ spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, f
         return st;
     }
     *loss = spmd_cross_entropy(t->dlogits, logits, y, (int)b, spmd_model_num_outputs(t->model), NULL);
+    checkpoint_staged(t);   /* a deferred save's copy is done before any parameter changes */
     double t2 = report_now();
     st = spmd_model_backward(t->model, t->dlogits, sync_hook, t);
     if (st != SPMD_OK) {
@@ -59,7 +60,10 @@ spmd_status train_one_step(trainer *t, const float *x, const int *y, size_t b, f
     if ((st = sync_finish(t)) != SPMD_OK) return st;
     double t4 = report_now();
     if (t->ddp && spmd_ddp_stepped(t->ddp)) spmd_optim_step_done(t->optim);   /* the reducer did it */
-    else spmd_optim_step(t->optim, t->params, t->grads);
+    else if (t->ez) {   /* --elastic --zero: the shards' step, the parameters all-gathered */
+        if ((st = ezero_step(t)) != SPMD_OK) return st;
+        spmd_optim_step_done(t->optim);
+    } else spmd_optim_step(t->optim, t->params, t->grads);
     double t5 = report_now();
     t->t.prep += t1b - t1;
     t->t.fwd += t2 - t1b;

@@ -8,6 +8,7 @@
  * backward) and spmd_ddp_finish.  With --sync average they are seed 000's
  * average_gradients: nothing until backward ends, then one all_reduce(SUM) of
  * the whole contiguous gradient buffer and a division by the world size. */
+#include <stdlib.h>
 #include <string.h>
 #include "common/fnv.h"
 #include "dp.h"
@@ -136,8 +137,11 @@ spmd_status sync_check(trainer *t) {
     uint64_t h = SPMD__FNV64_OFFSET;
     h = spmd__fnv1a64_words(h, t->params, t->nparams * sizeof(float));
     size_t ns;
-    float *os = spmd_optim_state(t->optim, &ns);
+    float *whole = NULL; /* --elastic --zero: the shards put together */
+    if (t->ez && (st0 = ezero_whole_state(t, &whole, &ns)) != SPMD_OK) return st0;
+    float *os = whole ? whole : spmd_optim_state(t->optim, &ns);
     h = spmd__fnv1a64_words(h, os, ns * sizeof(float));
+    free(whole);
     int with_buffers = t->nbuffers && spmd_model_is_syncbn(t->model);
     if (with_buffers) h = spmd__fnv1a64_words(h, t->buffers, t->nbuffers * sizeof(float));
     int64_t v[2] = {(int64_t)h, (int64_t)~h};

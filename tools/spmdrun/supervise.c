@@ -31,6 +31,7 @@
 
 #include "common/procs.h"
 #include "common/common.h"
+#include "spmd/group.h"
 #include "spmdrun.h"
 
 /* After its exit, how long a worker's pipes may stay open (a descendant that
@@ -264,22 +265,30 @@ static void replace_worker(attempt *at, int i) {
 }
 
 /* --on-failure shrink: a worker killed by a signal is lost, and the others
- * go on (their groups fail, they shrink); it is taken out of the batch and
- * said.  A worker that exits with an error still ends the attempt.  Returns
- * what is left of the batch. */
+ * go on (their groups fail, they shrink); so is one that exits with
+ * SPMD_EXIT_EXCLUDED (spmd/group.h: the others went on without it, e.g.
+ * after it was stopped past the heartbeat timeout).  It is taken out of the
+ * batch and said.  A worker that exits with another error still ends the
+ * attempt.  Returns what is left of the batch. */
 static int lose_killed(attempt *at, int *batch, int nb) {
     int left = 0;
     for (int k = 0; k < nb; k++) {
         worker *w = &at->w[batch[k]];
-        if (!WIFSIGNALED(w->status)) {
+        int excluded = WIFEXITED(w->status) && WEXITSTATUS(w->status) == SPMD_EXIT_EXCLUDED;
+        if (!WIFSIGNALED(w->status) && !excluded) {
             batch[left++] = batch[k];
             continue;
         }
         if (!at->lost++) at->lost_first = batch[k];
         int replace = at->a->cfg->on_failure_shrink == SR_ON_FAILURE_REPLACE;
-        fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure %s: the "
-                        "other workers go on\n", w->rank, (int)w->pid, WTERMSIG(w->status), strsignal(WTERMSIG(w->status)),
-                w->when, replace ? "replace" : "shrink");
+        if (excluded)
+            fprintf(stderr, "spmdrun: rank %d (pid %d) exited with code %d at %s: the others had gone on without it "
+                            "(excluded); --on-failure %s: the other workers go on\n", w->rank, (int)w->pid,
+                    SPMD_EXIT_EXCLUDED, w->when, replace ? "replace" : "shrink");
+        else
+            fprintf(stderr, "spmdrun: rank %d (pid %d) was killed by signal %d (%s) at %s; --on-failure %s: the "
+                            "other workers go on\n", w->rank, (int)w->pid, WTERMSIG(w->status),
+                    strsignal(WTERMSIG(w->status)), w->when, replace ? "replace" : "shrink");
         if (replace) replace_worker(at, batch[k]);
     }
     return left;
