@@ -14,7 +14,9 @@
 # torch (when PYTHON has torch and torchrun runs): the same kill under
 # torchrun --max-restarts 1 with a checkpoint every CKPT_EVERY (100) steps:
 # the time from the kill to the restarted workers' resuming, the steps redone,
-# and the accuracy.  Take figures on a quiet machine only (check uptime).
+# and the accuracy; then that torch program on spmd, spmd_torch.elastic
+# recovering in place (elastic_torch.py --elastic), the same figures.  Take
+# figures on a quiet machine only (check uptime).
 # SPMD_EXTRA adds spmd-train flags (a smoke run: SPMD_EXTRA="--train-samples 2048
 # --test-samples 500" with KILL_AT 10).
 set -u
@@ -58,13 +60,28 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     echo "torch: $PY has no torch (set PYTHON): the torchrun comparison is skipped"
     exit 0
 fi
+# kill_to_resumed OUT: seconds from elastic_torch.py's "kill" line to its "resumed" line
+kill_to_resumed() {
+    awk '$1 == "kill" {k = $2} $1 == "resumed" {r = $2} END {printf "%.3f", r - k}' "$1"
+}
 TORCHRUN=${TORCHRUN:-torchrun}
 mkdir -p "$TMP/ckpt"
 "$TORCHRUN" --standalone --nproc-per-node 4 --max-restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
     --ckpt-dir "$TMP/ckpt" --ckpt-every "$CKPT_EVERY" --kill-rank "$VICTIM" --kill-at "$AT" \
     > "$TMP/torch.out" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
-tk=$(sed -n 's/^kill \([0-9.]*\) step.*/\1/p' "$TMP/torch.out")
-tr=$(sed -n 's/^resumed \([0-9.]*\) from step \([0-9]*\)/\1/p' "$TMP/torch.out")
 from=$(sed -n 's/^resumed [0-9.]* from step \([0-9]*\)/\1/p' "$TMP/torch.out")
-echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to resumed $(awk "BEGIN {printf \"%.3f\", $tr - $tk}") s" \
+echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to resumed $(kill_to_resumed "$TMP/torch.out") s" \
      "(workers restarted, data reloaded); steps redone $((AT - 1 - from)); $(grep '^done' "$TMP/torch.out")"
+
+# The same torch program on spmd: spmd_torch.elastic under spmdrun --on-failure
+# shrink (needs spmd_torch built in BUILD/python).  Rank 0 hosts spmd_torch's
+# group store and must survive, so this leg kills rank 1 when KILL_RANK is 0.
+[ -d "$BUILD/python/spmd_torch" ] || { echo "spmd_torch: not built in $BUILD: the spmd_torch.elastic run is skipped"; exit 0; }
+EV=$VICTIM
+[ "$EV" = 0 ] && EV=1
+PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "$RUN" --standalone --nproc-per-node 4 --on-failure shrink \
+    "$PY" "$HERE/elastic_torch.py" --elastic --epochs "$EPOCHS" --ckpt-dir "$TMP" --kill-rank "$EV" --kill-at "$AT" \
+    > "$TMP/spmdtorch.out" 2> "$TMP/spmdtorch.err" || { echo "spmd_torch.elastic run failed:"; tail -5 "$TMP/spmdtorch.err"; exit 1; }
+redone=$(sed -n 's/^resumed .*(steps redone \([0-9]*\))/\1/p' "$TMP/spmdtorch.out")
+echo "torch spmd_torch.elastic (rank $EV killed): kill to resumed $(kill_to_resumed "$TMP/spmdtorch.out") s" \
+     "(in place); steps redone $redone; $(grep '^done' "$TMP/spmdtorch.out")"

@@ -68,4 +68,7 @@ if(TARGET spmd_torch)
   set_tests_properties(torch_dist_suite PROPERTIES TIMEOUT 300 LABELS "torch;no-asan;no-tsan")
   spmd_torch_test(torch_init_methods python 1 torch_init_methods.py)
   spmd_torch_test(torch_failure python 1 torch_failure.py)
+  # spmd_torch.elastic: DDP at world 3 under spmdrun --on-failure shrink,
+  # a rank SIGKILLed mid-step, the survivors go on (both torches)
+  spmd_torch_test(torch_elastic python 1 torch_elastic.py)
 endif()

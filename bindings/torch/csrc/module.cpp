@@ -10,6 +10,10 @@
 
 namespace py = pybind11;
 
+namespace spmd_torch {
+void defineElastic(py::module& m);  // elastic.cpp
+}
+
 namespace {
 
 // torch 1.x: the process group itself; 2.x: the CPU backend torch wraps in
@@ -37,4 +41,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("spmd_store", &createStore, py::arg("host"), py::arg("port"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "A torch Store over an spmd store server (spmdrun's agent store).");
+  spmd_torch::defineElastic(m);
 }

@@ -41,6 +41,9 @@ struct Handle {
 }  // namespace
 
 void ProcessGroupSpmd::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  TORCH_CHECK(!state_->retired, "spmd monitored_barrier: rank ", rank_,
+              ": this process group was replaced by spmd_torch.elastic's recovery; "
+              "use the group recover() returned");
   const std::chrono::milliseconds timeout = opts.timeout.count() >= 0 ? opts.timeout : timeout_;
   const Clock::time_point deadline = Clock::now() + timeout;
   const int tag = kTagBase + (int)(monitoredBarriers_++ & 0xffff);

@@ -23,7 +23,7 @@ bool GroupState::anyRunning() {
 }
 
 GroupState::~GroupState() {
-  spmd_group_destroy(group);
+  if (!retired) spmd_group_destroy(group);
   spmd_store_close(store);
   spmd_store_server_stop(server);
 }
@@ -52,11 +52,21 @@ ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store,
   init();
 }
 
+ProcessGroupSpmd::ProcessGroupSpmd(std::shared_ptr<GroupState> state,
+                                   std::chrono::milliseconds timeout)
+    : BackendBase(spmd_group_rank(state->group), spmd_group_size(state->group)),
+      state_(std::move(state)),
+      group_(state_->group),
+      timeout_(timeout),
+      completer_(std::make_shared<Completer>()) {
+  init();
+}
+
 ProcessGroupSpmd::~ProcessGroupSpmd() {
   // Operations still running would wait for ranks that may never issue them
   // (a Work kept by Python keeps the spmd group): break the group so they
   // fail at once, then drain.
-  if (!completer_->idle() || state_->anyRunning())
+  if (!state_->retired && (!completer_->idle() || state_->anyRunning()))
     spmd_group_abort(group_, "the torch process group was destroyed with operations pending");
   completer_->stop();
 }
@@ -64,6 +74,9 @@ ProcessGroupSpmd::~ProcessGroupSpmd() {
 ProcessGroupSpmd::WorkPtr ProcessGroupSpmd::newWork(OpType op, const char* what,
                                                    std::vector<at::Tensor> outputs,
                                                    std::chrono::milliseconds timeout) {
+  TORCH_CHECK(!state_->retired, "spmd ", what, ": rank ", rank_,
+              ": this process group was replaced by spmd_torch.elastic's recovery; "
+              "use the group recover() returned");
   auto w = c10::make_intrusive<WorkSpmd>(rank_, op, what, std::move(outputs));
   w->keepGroup(state_);
   w->setTimeout(timeout);

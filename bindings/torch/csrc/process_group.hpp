@@ -5,6 +5,7 @@
 #include <spmd/spmd.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,11 @@ struct GroupState {
   // still running.
   std::mutex mu;
   std::unordered_set<WorkSpmd*> works;
+  // spmd_torch.elastic (elastic.cpp): a recovery replaced this group and
+  // destroys it itself; the process group over it refuses new operations.
+  std::atomic<bool> retired{false};
+  // The state whose store a shrunk or grown group still uses (elastic.cpp).
+  std::shared_ptr<GroupState> parent;
   bool anyRunning();
   ~GroupState();
 };
@@ -37,6 +43,8 @@ class ProcessGroupSpmd : public BackendBase {
   // rank has joined or `timeout` passes.
   ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
+  // Over a group made by spmd_torch.elastic's recovery (elastic.cpp).
+  ProcessGroupSpmd(std::shared_ptr<GroupState> state, std::chrono::milliseconds timeout);
   ~ProcessGroupSpmd() override;
 
   const std::string getBackendName() const override { return "spmd"; }
@@ -98,6 +106,8 @@ class ProcessGroupSpmd : public BackendBase {
 #endif
 
   spmd_group* group() const { return group_; }
+  const std::shared_ptr<GroupState>& state() const { return state_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
   using WorkPtr = c10::intrusive_ptr<WorkSpmd>;
