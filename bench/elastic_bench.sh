@@ -74,11 +74,10 @@ echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to res
      "(workers restarted, data reloaded); steps redone $((AT - 1 - from)); $(grep '^done' "$TMP/torch.out")"
 
 # The same torch program on spmd: spmd_torch.elastic under spmdrun --on-failure
-# shrink (needs spmd_torch built in BUILD/python).  Rank 0 hosts spmd_torch's
-# group store and must survive, so this leg kills rank 1 when KILL_RANK is 0.
+# shrink (needs spmd_torch built in BUILD/python); the default group forms on
+# spmdrun's store, so any rank can be the one killed, rank 0 included.
 [ -d "$BUILD/python/spmd_torch" ] || { echo "spmd_torch: not built in $BUILD: the spmd_torch.elastic run is skipped"; exit 0; }
 EV=$VICTIM
-[ "$EV" = 0 ] && EV=1
 PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "$RUN" --standalone --nproc-per-node 4 --on-failure shrink \
     "$PY" "$HERE/elastic_torch.py" --elastic --epochs "$EPOCHS" --ckpt-dir "$TMP" --kill-rank "$EV" --kill-at "$AT" \
     > "$TMP/spmdtorch.out" 2> "$TMP/spmdtorch.err" || { echo "spmd_torch.elastic run failed:"; tail -5 "$TMP/spmdtorch.err"; exit 1; }
