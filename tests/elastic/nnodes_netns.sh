@@ -13,6 +13,9 @@
 #          the running round in place, its workers take their join tickets
 #          (SPMD_JOIN=1; seen in their info log); rank 1 resumes, the group
 #          takes the joiners in at the next step boundary: world 2 -> 4.
+#          Before that, a node without --on-failure shrink|replace is
+#          refused with its reason (no restart), and so is spmd-train given
+#          SPMD_JOIN=1 without --elastic.
 #   below  --nnodes 3:3, nodes 0 and 1 in the first namespace, node 2 in the
 #          second, whose processes are SIGKILLed after step 2: two nodes
 #          left, fewer than MIN: both remaining spmdruns end with an error
@@ -78,6 +81,14 @@ join)
     done
     [ -n "$R1" ] || fail "no rank 1 under node 0"
     kill -STOP "$R1"
+    # refused, not restarted: a node without --on-failure shrink|replace
+    node nx "$NS1" --on-failure restart >"$TMP/nx.out" 2>"$TMP/nx.err" && fail "a node not in place was let in"
+    grep -q "round 0 runs in place (--on-failure shrink|replace): start this node with --on-failure shrink or replace" \
+        "$TMP/nx.err" || fail "the node not in place was not told why"
+    # and spmd-train asked to join without --elastic
+    SPMD_JOIN=1 "$TRAIN" --model mlp --train-samples 64 >"$TMP/nj.out" 2>&1 && fail "SPMD_JOIN=1 without --elastic ran"
+    grep -q "started to join a running job (SPMD_JOIN=1.*only --elastic can do" "$TMP/nj.out" ||
+        fail "SPMD_JOIN=1 without --elastic: no reason given"
     mkfifo "$TMP/n1.efifo"
     SPMD_LOG_LEVEL=info node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.efifo" &
     N1=$!

@@ -21,13 +21,15 @@
  * The leader closes the round when max nodes have arrived, or min nodes have
  * arrived and the last-call window passed since; node ranks are --node-rank
  * claims first, then the others in arrival order.  An agent that finds the
- * round already running without it is late: if the round has room and the
- * restart budget allows, it ends the round with "join" and everyone meets in
- * round k+1; otherwise it waits for the round to end.  While the workers run,
- * each agent looks at `end` every monitor interval, bumps its heartbeat, and
- * watches its successor's (node_rank+1 mod n): no progress for the keep-alive
- * timeout ends the round with "lost".  Every wait has a deadline (join
- * timeout, exit-barrier timeout) and is sliced so a stop signal is seen.
+ * round already running without it is late: a round that runs in place
+ * (--on-failure shrink|replace) it joins as it runs (membership.c); else, if
+ * the round has room and the restart budget allows, it ends the round with
+ * "join" and everyone meets in round k+1; otherwise it waits for the round
+ * to end.  While the workers run, each agent looks at `end` every monitor
+ * interval, bumps its heartbeat and watches its successor's (membership.c:
+ * the keep-alive ring, lost nodes, the exit barrier).  Every wait has a
+ * deadline (join timeout, exit-barrier timeout) and is sliced so a stop
+ * signal is seen.
  */
 #define _GNU_SOURCE
 #include <errno.h>
