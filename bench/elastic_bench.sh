@@ -66,7 +66,8 @@ kill_to_resumed() {
 }
 TORCHRUN=${TORCHRUN:-torchrun}
 mkdir -p "$TMP/ckpt"
-"$TORCHRUN" --standalone --nproc-per-node 4 --max-restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
+# (underscored flags: torch 1.13's torchrun knows no hyphenated spellings; 2.x takes both)
+"$TORCHRUN" --standalone --nproc_per_node 4 --max_restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
     --ckpt-dir "$TMP/ckpt" --ckpt-every "$CKPT_EVERY" --kill-rank "$VICTIM" --kill-at "$AT" \
     > "$TMP/torch.out" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
 from=$(sed -n 's/^resumed [0-9.]* from step \([0-9]*\)/\1/p' "$TMP/torch.out")
