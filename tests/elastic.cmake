@@ -86,6 +86,6 @@ endforeach()
 foreach(mode lose join below)
   add_test(NAME spmdrun_nnodes_netns_${mode} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/nnodes_netns.sh
            $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${mode})
-  set_tests_properties(spmdrun_nnodes_netns_${mode} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+  set_tests_properties(spmdrun_nnodes_netns_${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
                        LABELS "train;elastic;netns;launcher")
 endforeach()

@@ -41,10 +41,10 @@ below) NN=3:3 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
 export SPMD_RDZV_LAST_CALL
-# 2048 samples, 8 per rank and step: 64 steps per epoch at world 4, far more
+# 1024 samples, 8 per rank and step: 32 steps per epoch at world 4, far more
 # than the test takes to act on the step it waits for (the checks would fail,
 # not pass, if the job ended first)
-TRAIN_ARGS="--elastic --model cnn --train-samples 2048 --test-samples 64 --batch-size 8 --epochs 2 --log-every 1
+TRAIN_ARGS="--elastic --model cnn --train-samples 1024 --test-samples 64 --batch-size 8 --epochs 2 --log-every 1
             --threads 1 --no-prefetch --check-sync"
 PORT=0
 node() { # NAME NS [spmdrun options]: a node's spmdrun, output in $TMP/NAME.{out,err}
