@@ -36,7 +36,7 @@ ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "name
 export SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=8s
 case $MODE in
 lose) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 (a hang guard only)
-join) NN=1:2 SPMD_RDZV_LAST_CALL=0 ;;    # node 0 starts alone
+join) NN=1:2 SPMD_RDZV_LAST_CALL=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=30s ;; # node 0 starts alone; nobody is lost
 below) NN=3:3 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
