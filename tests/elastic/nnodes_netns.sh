@@ -20,10 +20,14 @@
 #          second, whose processes are SIGKILLed after step 2: two nodes
 #          left, fewer than MIN: both remaining spmdruns end with an error
 #          naming the lost node, exit 1, no hang.
+#   replace --on-failure replace, as lose, then a new node is started in
+#          the namespace: it waits for room until node 1 is marked lost,
+#          joins in place as node 2, and its workers are the replacements
+#          the survivors wait for: the job ends at world 4.
 # Checked every time: the global steps logged are 1..N, each once; where
 # the job finishes, --check-sync finds every replica (joiners included)
 # bit-identical.  Skips (77) without namespaces or the data.
-#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below
+#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace
 SPMDRUN=$1 TRAIN=$2 MODE=$3
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 . "$(dirname "$0")/../launcher/lib.sh"
@@ -35,7 +39,7 @@ ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "name
 # timeout bounds how long the agents wait for a silent node.
 export SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=8s
 case $MODE in
-lose) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 (a hang guard only)
+lose | replace) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 (a hang guard only)
 join) NN=1:2 SPMD_RDZV_LAST_CALL=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=30s ;; # node 0 starts alone; nobody is lost
 below) NN=3:3 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
@@ -46,12 +50,13 @@ export SPMD_RDZV_LAST_CALL
 # not pass, if the job ended first)
 TRAIN_ARGS="--elastic --model cnn --train-samples 1024 --test-samples 64 --batch-size 8 --epochs 2 --log-every 1
             --threads 1 --no-prefetch --check-sync"
-PORT=0
+PORT=0 ON_FAILURE=shrink
+[ "$MODE" = replace ] && ON_FAILURE=replace
 node() { # NAME NS [spmdrun options]: a node's spmdrun, output in $TMP/NAME.{out,err}
     _name=$1 _ns=$2
     shift 2
     ip netns exec "$_ns" "$SPMDRUN" --nnodes $NN --nproc-per-node 2 --rdzv-backend c10d \
-        --rdzv-endpoint "10.232.0.1:$PORT" --rdzv-id nn --on-failure shrink "$@" "$TRAIN" $TRAIN_ARGS
+        --rdzv-endpoint "10.232.0.1:$PORT" --rdzv-id nn --on-failure $ON_FAILURE "$@" "$TRAIN" $TRAIN_ARGS
 }
 # node 0 hosts the store: its port from its stderr, its stdout read as it comes
 mkfifo "$TMP/n0.ofifo" "$TMP/n0.efifo"
@@ -72,6 +77,16 @@ lose)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 3:"
     kill -KILL $(pids_in "$NS1") # the whole node at once
     wait $N1 && fail "node 1 survived its SIGKILL"
+    ;;
+replace)
+    node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
+    N1=$!
+    read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 3:"
+    kill -KILL $(pids_in "$NS1")
+    wait $N1 && fail "node 1 survived its SIGKILL"
+    # a new node in its place: it waits for room (node 1 marked lost), joins
+    node n2 "$NS1" >"$TMP/n2.out" 2>"$TMP/n2.err" &
+    N2=$!
     ;;
 join)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
@@ -132,6 +147,18 @@ lose)
     grep -q "^spmdrun: round 0 complete with 1 node(s) of the 2 that took part" "$TMP/n0.err" ||
         fail "node 0's summary does not count the nodes"
     grep -q "was killed by signal\|exited with code" "$TMP/n0.err" && fail "node 0 lost a worker of its own"
+    steps_once "$TMP/n0.out"
+    ;;
+replace)
+    wait $N2 || fail "the new node's spmdrun exited $?"
+    [ $rc0 -eq 0 ] || fail "node 0's spmdrun exited $rc0"
+    grep -q "^spmdrun: node 1 ([^)]*) lost at " "$TMP/n0.err" || fail "node 0 does not report node 1 lost"
+    grep -q "^spmdrun: joining round 0 in place as node 2 (2 node(s) with this one)" "$TMP/n2.err" ||
+        fail "the new node did not join in place"
+    grep -q "^spmdrun: node 2 ([^)]*, 2 worker(s)) joined round 0 at " "$TMP/n0.err" ||
+        fail "node 0 does not report node 2 joining"
+    grep -q "check-sync: parameters, optimizer state identical on all 4 rank(s)" "$TMP/n0.out" ||
+        fail "not back at world 4 with identical replicas"
     steps_once "$TMP/n0.out"
     ;;
 join)

@@ -512,7 +512,7 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
         if (j < 0) return -1;
         if (j > 0) return 0;
         if (why[0]) {
-            if (told != rd) fprintf(stderr, "spmdrun: %s; waiting for round %d to end\n", why, rd);
+            if (told != rd) fprintf(stderr, "spmdrun: %s; waiting for room (a node lost) or its end\n", why);
             told = rd;
         } else if (told != rd) {
             told = rd;
