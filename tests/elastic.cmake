@@ -79,3 +79,14 @@ foreach(c "1:3;shrink" "0:3,2:3;shrink" "1:3;replace" "1:3,2:3;shrink;1" "1:3:ga
            $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${c})
   set_tests_properties(train_elastic_zero_${n} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "train;elastic;launcher")
 endforeach()
+# spmdrun --nnodes MIN:MAX in place across two network namespaces
+# (tests/elastic/nnodes_netns.sh): a whole node SIGKILLed, the others finish;
+# a node started mid-run joins, world 2 -> 4; a loss below MIN ends every
+# remaining node with an error naming the lost one; --on-failure replace: a
+# whole node SIGKILLed and a new one started in its place, back at world 4.
+foreach(mode lose join below replace)
+  add_test(NAME spmdrun_nnodes_netns_${mode} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/nnodes_netns.sh
+           $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${mode})
+  set_tests_properties(spmdrun_nnodes_netns_${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+                       LABELS "train;elastic;netns;launcher")
+endforeach()

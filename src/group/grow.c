@@ -162,6 +162,7 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
     if ((st = spmd_store_add(lineage, "join/count", 1, &ticket))) goto store_err;
     snprintf(key, sizeof key, "join/ticket/%lld", (long long)ticket);
     if ((st = spmd_store_set(lineage, key, "1", 1))) goto store_err;
+    SPMD_LOGI("joiner: ticket %lld taken; waiting to be admitted at the group's next grow", (long long)ticket);
     snprintf(key, sizeof key, "join/admit/%lld", (long long)ticket);
     if ((st = spmd_store_get(lineage, key, &v, &vl))) { /* until a member admits us */
         spmd__fail(err, errlen, st, "joiner %lld: not admitted (no member called spmd_group_grow?): %s",

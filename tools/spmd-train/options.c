@@ -346,6 +346,12 @@ int train_parse_args(int argc, char **argv, options *o) {
 
 /* --elastic (elastic.c): its refusals and what it implies. */
 int elastic_check_options(options *o) {
+    const char *j = getenv("SPMD_JOIN");
+    if (!o->elastic && j && strcmp(j, "1") == 0) { /* a group init would not find the running ranks */
+        fprintf(stderr, "spmd-train: started to join a running job (SPMD_JOIN=1: spmdrun --on-failure replace, "
+                        "or a node joining in place), which only --elastic can do\n");
+        return -1;
+    }
     if (!o->elastic) return 0;
     const char *bad = train_is_parallel(o) ? "--pp and --tp (their parts of the model are not re-formed)"
                       : o->ckpt_dir        ? "--checkpoint-dir (the survivors keep the state in memory)"

@@ -269,6 +269,7 @@ static int run_attempts(sr_agent *a, sr_assignment *as, int multi) {
             }
             int b = sr_rdzv_exit_barrier(a->rdzv, err, sizeof err);
             if (b == 0) {
+                sr_rdzv_summary(a->rdzv);
                 status = 0;
                 break;
             }
@@ -295,6 +296,13 @@ static int run_attempts(sr_agent *a, sr_assignment *as, int multi) {
             failure_summary(&fail, summary, sizeof summary);
             size_t o = (size_t)snprintf(mine, sizeof mine, "%s\n", summary);
             sr_failure_format(&fail, mine + o, sizeof mine - o);
+            if (multi && as->joining) { /* not taken in: leave, the job goes on without this node */
+                char why[SR_HOST_MAX + 200];
+                snprintf(why, sizeof why, "its joining workers failed (%s)", summary);
+                sr_rdzv_node_stopped(a->rdzv, why);
+                sr_report_print(cfg->prog_argv[0], &fail, NULL, others, nothers);
+                break;
+            }
             if (multi) sr_rdzv_post_change(a->rdzv, "fail", mine);
         }
         if (multi) remote = sr_rdzv_change_text(a->rdzv);
@@ -394,7 +402,7 @@ int main(int argc, char **argv) {
         char why[SR_HOST_MAX + 96];
         snprintf(why, sizeof why, "node %d (%s) stopped by %s", as.node_rank, a.host,
                  sr_signal_name(a.stop_signal));
-        sr_rdzv_post_change(a.rdzv, "lost", why);
+        sr_rdzv_node_stopped(a.rdzv, why);
     }
 out:
     sr_rdzv_close(a.rdzv);

@@ -21,13 +21,15 @@
  * The leader closes the round when max nodes have arrived, or min nodes have
  * arrived and the last-call window passed since; node ranks are --node-rank
  * claims first, then the others in arrival order.  An agent that finds the
- * round already running without it is late: if the round has room and the
- * restart budget allows, it ends the round with "join" and everyone meets in
- * round k+1; otherwise it waits for the round to end.  While the workers run,
- * each agent looks at `end` every monitor interval, bumps its heartbeat, and
- * watches its successor's (node_rank+1 mod n): no progress for the keep-alive
- * timeout ends the round with "lost".  Every wait has a deadline (join
- * timeout, exit-barrier timeout) and is sliced so a stop signal is seen.
+ * round already running without it is late: a round that runs in place
+ * (--on-failure shrink|replace) it joins as it runs (membership.c); else, if
+ * the round has room and the restart budget allows, it ends the round with
+ * "join" and everyone meets in round k+1; otherwise it waits for the round
+ * to end.  While the workers run, each agent looks at `end` every monitor
+ * interval, bumps its heartbeat and watches its successor's (membership.c:
+ * the keep-alive ring, lost nodes, the exit barrier).  Every wait has a
+ * deadline (join timeout, exit-barrier timeout) and is sliced so a stop
+ * signal is seen.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,11 +40,9 @@
 
 #include "common/common.h"
 #include "store/store_internal.h"
-#include "spmdrun.h"
+#include "rdzv_internal.h"
 
-#define SLICE_MS 200
 #define STORE_CALL_TIMEOUT_MS 30000
-#define EXIT_ACK_MS 10000
 
 typedef struct {
     int arrival, claim, nproc, node_rank, offset, role_offset, role_world;
@@ -50,26 +50,10 @@ typedef struct {
     char host[SR_HOST_MAX];
 } member;
 
-struct sr_rdzv {
-    sr_agent *a;
-    const sr_config *cfg;
-    spmd_store_server *server; /* when this agent hosts the store */
-    spmd_store *st;
-    char ep_host[SR_HOST_MAX];
-    int ep_port;
-    char pfx[160];
-    int round;                 /* current round, -1 before the first */
-    int arrival;
-    int node_rank, nnodes;
-    char **hosts;              /* [nnodes] host of each node rank */
-    int64_t next_hb_ms;
-    int64_t watch_val, watch_changed_ms;
-    int store_lost;            /* the connection failed: say nothing more through it */
-};
 
 /* ---- small store helpers: every failure becomes "store at H:P: ..." ---- */
 
-static int store_fail(sr_rdzv *r, const char *what, const char *key, spmd_status st, char *err,
+int rz_store_fail(sr_rdzv *r, const char *what, const char *key, spmd_status st, char *err,
                       size_t errlen) {
     if (st == SPMD_ERR_REMOTE || st == SPMD_ERR_SYSTEM || st == SPMD_ERR_TIMEOUT) r->store_lost = 1;
     snprintf(err, errlen, "rendezvous store at %s:%d: %s %s: %s", r->ep_host, r->ep_port, what,
@@ -77,9 +61,7 @@ static int store_fail(sr_rdzv *r, const char *what, const char *key, spmd_status
     return -1;
 }
 
-static void key(const sr_rdzv *r, int round, char *out, size_t outlen, const char *fmt, ...)
-    SPMD__PRINTF(5, 6);
-static void key(const sr_rdzv *r, int round, char *out, size_t outlen, const char *fmt, ...) {
+void rz_key(const sr_rdzv *r, int round, char *out, size_t outlen, const char *fmt, ...) {
     int n = round >= 0 ? snprintf(out, outlen, "%sr%d/", r->pfx, round)
                        : snprintf(out, outlen, "%s", r->pfx);
     va_list ap;
@@ -88,28 +70,38 @@ static void key(const sr_rdzv *r, int round, char *out, size_t outlen, const cha
     va_end(ap);
 }
 
-static int st_add(sr_rdzv *r, const char *k, int64_t d, int64_t *res, char *err, size_t errlen) {
+int rz_add(sr_rdzv *r, const char *k, int64_t d, int64_t *res, char *err, size_t errlen) {
     spmd_status st = spmd_store_add(r->st, k, d, res);
-    return st ? store_fail(r, "add", k, st, err, errlen) : 0;
+    return st ? rz_store_fail(r, "add", k, st, err, errlen) : 0;
 }
 
-static int st_set(sr_rdzv *r, const char *k, const char *v, char *err, size_t errlen) {
+int rz_set(sr_rdzv *r, const char *k, const char *v, char *err, size_t errlen) {
     spmd_status st = spmd_store_set(r->st, k, v, strlen(v));
-    return st ? store_fail(r, "set", k, st, err, errlen) : 0;
+    return st ? rz_store_fail(r, "set", k, st, err, errlen) : 0;
 }
 
 /* 1 and *val (malloc()ed, NUL-terminated) when the key exists, 0 when not, -1 error. */
-static int st_try_get(sr_rdzv *r, const char *k, char **val, char *err, size_t errlen) {
+int rz_try_get(sr_rdzv *r, const char *k, char **val, char *err, size_t errlen) {
     void *v = NULL;
     size_t len = 0;
     spmd_status st = spmd_store_try_get(r->st, k, &v, &len);
     if (st == SPMD_ERR_NOTFOUND) return 0;
-    if (st) return store_fail(r, "get", k, st, err, errlen);
+    if (st) return rz_store_fail(r, "get", k, st, err, errlen);
     *val = v;
     return 1;
 }
 
-static int interrupted(sr_rdzv *r, char *err, size_t errlen) {
+int rz_create(sr_rdzv *r, const char *k, const char *v, char *err, size_t errlen) {
+    void *cur = NULL;
+    size_t cl = 0;
+    spmd_status st = spmd_store_compare_set(r->st, k, NULL, 0, v, strlen(v), &cur, &cl);
+    if (st) return rz_store_fail(r, "compare_set", k, st, err, errlen);
+    int mine = cl == strlen(v) && !memcmp(cur, v, cl);
+    free(cur);
+    return mine;
+}
+
+int rz_interrupted(sr_rdzv *r, char *err, size_t errlen) {
     int sig = sr_agent_poll_signals(r->a);
     if (!sig) return 0;
     snprintf(err, errlen, "interrupted by %s", sr_signal_name(sig));
@@ -118,23 +110,23 @@ static int interrupted(sr_rdzv *r, char *err, size_t errlen) {
 
 /* Wait until every key exists: 0 yes, 1 the deadline passed, -1 error or (when
  * stoppable) a stop signal. */
-static int wait_keys(sr_rdzv *r, const char *const *keys, size_t n, int64_t deadline,
+int rz_wait_keys(sr_rdzv *r, const char *const *keys, size_t n, int64_t deadline,
                      int stoppable, char *err, size_t errlen) {
     for (size_t done = 0; done < n;) {
-        if (stoppable && interrupted(r, err, errlen)) return -1;
+        if (stoppable && rz_interrupted(r, err, errlen)) return -1;
         int64_t left = deadline - spmd__now_ms();
         if (left <= 0) return 1;
         size_t chunk = n - done > SPMD_STORE_MAX_WAIT_KEYS ? SPMD_STORE_MAX_WAIT_KEYS : n - done;
         spmd_status st = spmd_store_wait(r->st, keys + done, chunk,
-                                         (int)(left < SLICE_MS ? left : SLICE_MS));
+                                         (int)(left < RZ_SLICE_MS ? left : RZ_SLICE_MS));
         if (st == SPMD_OK) done += chunk;
-        else if (st != SPMD_ERR_TIMEOUT) return store_fail(r, "wait", keys[done], st, err, errlen);
+        else if (st != SPMD_ERR_TIMEOUT) return rz_store_fail(r, "wait", keys[done], st, err, errlen);
     }
     return 0;
 }
 
-static int wait_key(sr_rdzv *r, const char *k, int64_t deadline, char *err, size_t errlen) {
-    return wait_keys(r, &k, 1, deadline, 1, err, errlen);
+int rz_wait_key(sr_rdzv *r, const char *k, int64_t deadline, char *err, size_t errlen) {
+    return rz_wait_keys(r, &k, 1, deadline, 1, err, errlen);
 }
 
 /* ---- opening: host the store or connect to it ---------------------------- */
@@ -207,7 +199,7 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen) {
         }
         int sig = sr_agent_poll_signals(a);
         if (sig) {
-            snprintf(err, errlen, "interrupted by %s while connecting to %s:%d",
+            snprintf(err, errlen, "rz_interrupted by %s while connecting to %s:%d",
                      sr_signal_name(sig), r->ep_host, r->ep_port);
             goto fail;
         }
@@ -225,9 +217,9 @@ fail:
 
 static int set_members_error(sr_rdzv *r, int rd, const char *why, char *err, size_t errlen) {
     char k[256], v[600];
-    key(r, rd, k, sizeof k, "members");
+    rz_key(r, rd, k, sizeof k, "members");
     snprintf(v, sizeof v, "error %s\n", why);
-    return st_set(r, k, v, err, errlen);
+    return rz_set(r, k, v, err, errlen);
 }
 
 static int parse_node(const char *text, member *m) {
@@ -256,21 +248,21 @@ static int refused_node(sr_rdzv *r, int rd, int64_t *seen, char *why, size_t len
 static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t errlen) {
     const sr_config *cfg = r->cfg;
     char k[256], why[512];
-    key(r, rd, k, sizeof k, "node/%d", cfg->min_nodes);
+    rz_key(r, rd, k, sizeof k, "node/%d", cfg->min_nodes);
     int w;
     int64_t seen = 0;
     for (;;) { /* in 1 s steps, to look at the store's refusals in between */
         int64_t step = spmd__now_ms() + 1000;
-        w = wait_key(r, k, step < deadline ? step : deadline, err, errlen);
+        w = rz_wait_key(r, k, step < deadline ? step : deadline, err, errlen);
         if (w != 1 || spmd__now_ms() >= deadline) break;
         if (refused_node(r, rd, &seen, why, sizeof why)) return set_members_error(r, rd, why, err, errlen);
     }
     if (w < 0) return -1;
     int64_t n = 0;
     char ck[256];
-    key(r, rd, ck, sizeof ck, "count");
+    rz_key(r, rd, ck, sizeof ck, "count");
     if (w == 1) {
-        if (st_add(r, ck, 0, &n, err, errlen)) return -1;
+        if (rz_add(r, ck, 0, &n, err, errlen)) return -1;
         snprintf(why, sizeof why,
                  "only %" PRId64 " of the %d nodes needed joined round %d within the join "
                  "timeout (%ld s)",
@@ -279,10 +271,10 @@ static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t e
     }
     if (cfg->max_nodes > cfg->min_nodes) { /* last call for late nodes */
         int64_t lc = spmd__now_ms() + cfg->last_call_ms;
-        key(r, rd, k, sizeof k, "node/%d", cfg->max_nodes);
-        if (wait_key(r, k, lc < deadline ? lc : deadline, err, errlen) < 0) return -1;
+        rz_key(r, rd, k, sizeof k, "node/%d", cfg->max_nodes);
+        if (rz_wait_key(r, k, lc < deadline ? lc : deadline, err, errlen) < 0) return -1;
     }
-    if (st_add(r, ck, 0, &n, err, errlen)) return -1;
+    if (rz_add(r, ck, 0, &n, err, errlen)) return -1;
     if (n > cfg->max_nodes) n = cfg->max_nodes;
     member *m = calloc((size_t)n, sizeof *m);
     int *by_rank = calloc((size_t)n, sizeof *by_rank);
@@ -295,14 +287,14 @@ static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t e
     for (int i = 0; i < n; i++) by_rank[i] = -1;
     for (int i = 0; i < n; i++) {
         char *v = NULL;
-        key(r, rd, k, sizeof k, "node/%d", i + 1);
-        int g = wait_key(r, k, deadline, err, errlen);
+        rz_key(r, rd, k, sizeof k, "node/%d", i + 1);
+        int g = rz_wait_key(r, k, deadline, err, errlen);
         if (g == 1) {
             snprintf(why, sizeof why, "arrival %d of round %d never described itself", i + 1, rd);
             rc = set_members_error(r, rd, why, err, errlen);
             goto out;
         }
-        if (g < 0 || st_try_get(r, k, &v, err, errlen) != 1) goto out;
+        if (g < 0 || rz_try_get(r, k, &v, err, errlen) != 1) goto out;
         m[i].arrival = i + 1;
         int bad = parse_node(v, &m[i]);
         free(v);
@@ -365,8 +357,8 @@ static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t e
         o += (size_t)snprintf(text + o, cap - o, "%d %d %d %d %d %d %s %s\n", m[i].arrival,
                               m[i].node_rank, m[i].nproc, m[i].offset, m[i].role_offset,
                               m[i].role_world, m[i].role, m[i].host);
-    key(r, rd, k, sizeof k, "members");
-    rc = st_set(r, k, text, err, errlen);
+    rz_key(r, rd, k, sizeof k, "members");
+    if (rz_round_opened(r, rd, (int)n, err, errlen) == 0) rc = rz_set(r, k, text, err, errlen);
 out:
     free(text);
     free(m);
@@ -425,13 +417,8 @@ static int take_members(sr_rdzv *r, const char *text, const members_head *h, sr_
         free(hosts);
         return 0;
     }
-    if (r->hosts)
-        for (int i = 0; i < r->nnodes; i++) free(r->hosts[i]);
-    free(r->hosts);
-    r->hosts = hosts;
-    r->nnodes = h->nnodes;
     r->node_rank = as->node_rank;
-    return 1;
+    return rz_round_entered(r, h->round, hosts, h->nnodes) == 0;
 }
 
 int sr_rdzv_can_restart(const sr_rdzv *r) { return r->round + 1 <= r->cfg->max_restarts; }
@@ -441,32 +428,32 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
     int64_t deadline = spmd__now_ms() + cfg->join_timeout_ms;
     char k[256], *v = NULL;
     int rd = r->round + 1;
-    key(r, -1, k, sizeof k, "round");
-    int g = st_try_get(r, k, &v, err, errlen);
+    rz_key(r, -1, k, sizeof k, "round");
+    int g = rz_try_get(r, k, &v, err, errlen);
     if (g < 0) return -1;
     if (g == 1 && atoi(v) > rd) rd = atoi(v);
     free(v);
     int told = -1; /* round we announced waiting for */
     for (;;) {
-        if (interrupted(r, err, errlen)) return -1;
+        if (rz_interrupted(r, err, errlen)) return -1;
         if (spmd__now_ms() >= deadline) {
             snprintf(err, errlen, "could not join a round within the join timeout (%ld s)",
                      cfg->join_timeout_ms / 1000);
             return -1;
         }
         char *members = NULL, *end = NULL;
-        key(r, rd, k, sizeof k, "members");
-        if ((g = st_try_get(r, k, &members, err, errlen)) < 0) return -1;
+        rz_key(r, rd, k, sizeof k, "members");
+        if ((g = rz_try_get(r, k, &members, err, errlen)) < 0) return -1;
         if (g == 0) { /* open: join it */
             int64_t a = 0;
-            key(r, rd, k, sizeof k, "count");
-            if (st_add(r, k, 1, &a, err, errlen)) return -1;
+            rz_key(r, rd, k, sizeof k, "count");
+            if (rz_add(r, k, 1, &a, err, errlen)) return -1;
             r->arrival = (int)a;
             char info[SR_HOST_MAX + 128];
             snprintf(info, sizeof info, "%d %d %s %s", cfg->node_rank, cfg->nproc, cfg->role,
                      r->a->host);
-            key(r, rd, k, sizeof k, "node/%d", r->arrival);
-            if (st_set(r, k, info, err, errlen)) return -1;
+            rz_key(r, rd, k, sizeof k, "node/%d", r->arrival);
+            if (rz_set(r, k, info, err, errlen)) return -1;
             if (r->arrival == 1 && close_round(r, rd, deadline, err, errlen)) {
                 /* Tell the others waiting for this round instead of leaving them
                  * to their join timeout (best effort). */
@@ -475,11 +462,11 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
                 if (!r->store_lost) set_members_error(r, rd, why, e2, sizeof e2);
                 return -1;
             }
-            key(r, rd, k, sizeof k, "members");
-            int w = wait_key(r, k, deadline, err, errlen);
+            rz_key(r, rd, k, sizeof k, "members");
+            int w = rz_wait_key(r, k, deadline, err, errlen);
             if (w < 0) return -1;
             if (w == 1) continue; /* the deadline check above reports it */
-            if (st_try_get(r, k, &members, err, errlen) != 1) return -1;
+            if (rz_try_get(r, k, &members, err, errlen) != 1) return -1;
             members_head h;
             parse_head(members, &h);
             if (!h.ok) {
@@ -490,13 +477,10 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
             if (take_members(r, members, &h, as)) {
                 free(members);
                 r->round = rd;
-                key(r, -1, k, sizeof k, "round");
+                rz_key(r, -1, k, sizeof k, "round");
                 char num[16];
                 snprintf(num, sizeof num, "%d", rd);
-                if (st_set(r, k, num, err, errlen)) return -1;
-                r->next_hb_ms = 0;
-                r->watch_val = -1;
-                r->watch_changed_ms = spmd__now_ms();
+                if (rz_set(r, k, num, err, errlen)) return -1;
                 return 0;
             }
             /* Closed just before our arrival: we are late for this round. */
@@ -504,8 +488,8 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
         members_head h;
         parse_head(members, &h);
         free(members);
-        key(r, rd, k, sizeof k, "end");
-        if ((g = st_try_get(r, k, &end, err, errlen)) < 0) return -1;
+        rz_key(r, rd, k, sizeof k, "end");
+        if ((g = rz_try_get(r, k, &end, err, errlen)) < 0) return -1;
         if (g == 1) {
             int complete = !strcmp(end, "complete");
             free(end);
@@ -520,19 +504,22 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
             snprintf(err, errlen, "round %d failed: %s", rd, h.error);
             return -1;
         }
-        /* The round runs without us.  Ask for a new one if it has room and the
-         * budget allows, then wait for it to end either way. */
-        if (told != rd) {
+        /* The round runs without us: join it in place when it runs in place;
+         * else ask for a new one if it has room and the budget allows, then
+         * wait for it to end either way. */
+        char why[SR_HOST_MAX + 400] = "";
+        int j = rz_join_running(r, rd, h.nnodes, h.world, as, why, sizeof why, err, errlen);
+        if (j < 0) return -1;
+        if (j > 0) return 0;
+        if (why[0]) {
+            if (told != rd) fprintf(stderr, "spmdrun: %s; waiting for room (a node lost) or its end\n", why);
+            told = rd;
+        } else if (told != rd) {
             told = rd;
             if (h.nnodes < cfg->max_nodes && rd + 1 <= cfg->max_restarts) {
-                char why[SR_HOST_MAX + 64];
                 snprintf(why, sizeof why, "join\na node on %s asks to join", r->a->host);
-                void *cur = NULL;
-                size_t cl = 0;
-                spmd_status st = spmd_store_compare_set(r->st, k, NULL, 0, why, strlen(why),
-                                                        &cur, &cl);
-                free(cur);
-                if (st) return store_fail(r, "compare_set", k, st, err, errlen);
+                if (rz_create(r, k, why, err, errlen) < 0) return -1;
+                why[0] = 0;
                 fprintf(stderr, "spmdrun: round %d runs with %d node(s); asking to join it\n",
                         rd, h.nnodes);
             } else {
@@ -542,132 +529,9 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
                         rd, h.nnodes, cfg->max_nodes, rd, cfg->max_restarts);
             }
         }
-        int w = wait_key(r, k, deadline, err, errlen);
-        if (w < 0) return -1;
+        /* full in place: look again now and then, a node may be lost meanwhile */
+        int64_t until = why[0] && spmd__now_ms() + 1000 < deadline ? spmd__now_ms() + 1000 : deadline;
+        if (rz_wait_key(r, k, until, err, errlen) < 0) return -1;
     }
 }
 
-/* ---- while the workers run ------------------------------------------------- */
-
-void sr_rdzv_post_change(sr_rdzv *r, const char *kind, const char *text) {
-    if (r->round < 0 || r->store_lost) return;
-    char k[256];
-    key(r, r->round, k, sizeof k, "end");
-    size_t len = strlen(kind) + 1 + strlen(text) + 1;
-    char *v = malloc(len);
-    if (!v) return;
-    snprintf(v, len, "%s\n%s", kind, text);
-    void *cur = NULL;
-    size_t cl = 0;
-    if (spmd_store_compare_set(r->st, k, NULL, 0, v, strlen(v), &cur, &cl) != SPMD_OK)
-        fprintf(stderr, "spmdrun: could not tell the other nodes (%s)\n", spmd_store_errmsg(r->st));
-    free(cur);
-    free(v);
-}
-
-char *sr_rdzv_change_text(sr_rdzv *r) {
-    char k[256], *v = NULL, e[256];
-    if (r->store_lost) return NULL;
-    key(r, r->round, k, sizeof k, "end");
-    return st_try_get(r, k, &v, e, sizeof e) == 1 ? v : NULL;
-}
-
-int sr_rdzv_tick(void *arg, char *err, size_t errlen) {
-    sr_rdzv *r = arg;
-    char k[256], *v = NULL;
-    key(r, r->round, k, sizeof k, "end");
-    int g = st_try_get(r, k, &v, err, errlen);
-    if (g < 0) return -1;
-    if (g == 1) {
-        free(v);
-        return 1;
-    }
-    int64_t now = spmd__now_ms();
-    if (r->nnodes < 2 || now < r->next_hb_ms) return 0;
-    r->next_hb_ms = now + r->cfg->keepalive_interval_ms;
-    int64_t val;
-    key(r, r->round, k, sizeof k, "hb/%d", r->node_rank);
-    if (st_add(r, k, 1, &val, err, errlen)) return -1;
-    int succ = (r->node_rank + 1) % r->nnodes;
-    key(r, r->round, k, sizeof k, "hb/%d", succ);
-    if (st_add(r, k, 0, &val, err, errlen)) return -1;
-    if (val != r->watch_val) {
-        r->watch_val = val;
-        r->watch_changed_ms = now;
-    } else if (now - r->watch_changed_ms > r->cfg->keepalive_timeout_ms) {
-        char why[SR_HOST_MAX + 128];
-        snprintf(why, sizeof why, "node %d (%s) sent no keep-alive for %ld s", succ,
-                 r->hosts && r->hosts[succ] ? r->hosts[succ] : "?",
-                 (long)((now - r->watch_changed_ms) / 1000));
-        fprintf(stderr, "spmdrun: %s; ending round %d\n", why, r->round);
-        sr_rdzv_post_change(r, "lost", why);
-        return 1;
-    }
-    return 0;
-}
-
-int sr_rdzv_exit_barrier(sr_rdzv *r, char *err, size_t errlen) {
-    char k[256], ek[256];
-    int64_t n = 0;
-    key(r, r->round, k, sizeof k, "done");
-    if (st_add(r, k, 1, &n, err, errlen)) return -1;
-    key(r, r->round, ek, sizeof ek, "end");
-    if (n == r->nnodes) { /* the last one: the round is complete, unless it ended already */
-        void *cur = NULL;
-        size_t cl = 0;
-        spmd_status st = spmd_store_compare_set(r->st, ek, NULL, 0, "complete", 8, &cur, &cl);
-        free(cur);
-        if (st) return store_fail(r, "compare_set", ek, st, err, errlen);
-    }
-    int64_t deadline = spmd__now_ms() + r->cfg->exit_barrier_ms;
-    for (;;) {
-        int w = wait_key(r, ek, spmd__now_ms() + r->cfg->monitor_interval_ms < deadline
-                                    ? spmd__now_ms() + r->cfg->monitor_interval_ms
-                                    : deadline,
-                         err, errlen);
-        if (w < 0) return -1;
-        if (w == 0) {
-            char *v = NULL;
-            if (st_try_get(r, ek, &v, err, errlen) != 1) return -1;
-            int complete = !strcmp(v, "complete");
-            free(v);
-            return complete ? 0 : 1;
-        }
-        if (spmd__now_ms() >= deadline) {
-            snprintf(err, errlen, "timed out after %ld s waiting for the other nodes' workers "
-                     "to finish", r->cfg->exit_barrier_ms / 1000);
-            return -1;
-        }
-        if (sr_rdzv_tick(r, err, errlen) < 0) return -1; /* keep-alives go on */
-    }
-}
-
-void sr_rdzv_close(sr_rdzv *r) {
-    if (!r) return;
-    char k[256], e[256];
-    if (r->round >= 0 && r->st && !r->store_lost) {
-        int64_t one;
-        key(r, r->round, k, sizeof k, "exit/%d", r->node_rank);
-        if (!st_add(r, k, 1, &one, e, sizeof e) && r->server) {
-            /* The host keeps the store up until everyone has read the outcome. */
-            char **keys = calloc((size_t)r->nnodes, sizeof *keys);
-            int ok = keys != NULL;
-            for (int i = 0; ok && i < r->nnodes; i++) {
-                keys[i] = malloc(256);
-                if (keys[i]) key(r, r->round, keys[i], 256, "exit/%d", i);
-                else ok = 0;
-            }
-            if (ok)
-                wait_keys(r, (const char *const *)keys, (size_t)r->nnodes,
-                          spmd__now_ms() + EXIT_ACK_MS, 0, e, sizeof e);
-            for (int i = 0; keys && i < r->nnodes; i++) free(keys[i]);
-            free(keys);
-        }
-    }
-    if (r->st) spmd_store_close(r->st);
-    spmd_store_server_stop(r->server);
-    if (r->hosts)
-        for (int i = 0; i < r->nnodes; i++) free(r->hosts[i]);
-    free(r->hosts);
-    free(r);
-}

@@ -96,13 +96,15 @@ typedef struct {
     int world_size, rank_offset;   /* global rank = rank_offset + local rank */
     int role_world_size, role_rank_offset;
     int local_world_size;
+    int joining;                   /* joins a running round in place: the workers get SPMD_JOIN=1 */
     char master_addr[SR_HOST_MAX];
     int master_port;
 } sr_assignment;
 
 /* ---- env.c: the workers' environment -------------------------------------- */
 /* A malloc()ed NULL-terminated copy of base in which every variable spmdrun
- * sets for local rank lr is replaced.  NULL when out of memory. */
+ * sets for local rank lr is replaced (and SPMD_JOIN=1 added when a->joining).
+ * NULL when out of memory. */
 char **sr_env_build(char *const *base, const sr_config *cfg, const sr_assignment *a, int lr,
                     int set_omp);
 void sr_env_free(char **env);
@@ -272,7 +274,8 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen);
 /* Join the next round; fills *as.  0, or -1 with err (deadline, store lost,
  * interrupted: a->stop_signal set, or restart budget exhausted). */
 int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen);
-/* The supervise tick: heartbeats, lost-node checks, change notices. */
+/* The supervise tick: heartbeats, lost-node checks, change notices
+ * (membership.c: the keep-alive ring, lost and joining nodes, the exit barrier). */
 int sr_rdzv_tick(void *rdzv, char *err, size_t errlen);
 /* End the current round because of us: kind "fail", "lost", "join"; text is
  * the reason shown by every agent.  First writer wins. */
@@ -282,6 +285,12 @@ char *sr_rdzv_change_text(sr_rdzv *r);
 /* After local success: wait for every node's workers (0), for a change of
  * round (1), or fail (-1, err). */
 int sr_rdzv_exit_barrier(sr_rdzv *r, char *err, size_t errlen);
+/* This agent stops (a stop signal, its joining workers failed): in place it
+ * leaves the round (the others go on while at least --nnodes MIN are left),
+ * else it ends the round as "lost" with why. */
+void sr_rdzv_node_stopped(sr_rdzv *r, const char *why);
+/* In place: print which nodes joined and which were lost, and when. */
+void sr_rdzv_summary(const sr_rdzv *r);
 /* May another round start within the restart budget? */
 int sr_rdzv_can_restart(const sr_rdzv *r);
 /* Say goodbye; the store's host waits (bounded) for everyone else first. */

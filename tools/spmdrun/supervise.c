@@ -222,8 +222,7 @@ static int reap_one(attempt *at, int i) {
     w->status = st;
     sr_now_text(w->when, sizeof w->when);
     sr_guard_remove(at->a, w->pid);
-    int64_t eof = spmd__now_ms() + EOF_GRACE_MS;
-    w->out.eof_deadline_ms = w->err.eof_deadline_ms = eof;
+    w->out.eof_deadline_ms = w->err.eof_deadline_ms = spmd__now_ms() + EOF_GRACE_MS;
     return failed_status(st);
 }
 
@@ -399,7 +398,8 @@ static int spawn_one(attempt *at, int i, char *err, size_t errlen) {
         }
     }
     char prefix[24] = "";
-    if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
+    if (at->as->joining) snprintf(prefix, sizeof prefix, "[joiner%d]:", w->local_rank); /* its rank comes later */
+    else if (at->as->world_size > 1) snprintf(prefix, sizeof prefix, "[rank%d]:", w->rank);
     /* stdout as torchrun has it: the [rankN]: prefix only on a --tee'd
      * stream, so a tool's output keeps its format.  Not tee'd and the
      * console a terminal: the worker writes to the terminal itself (it
