@@ -66,10 +66,14 @@ kill_to_resumed() {
 }
 TORCHRUN=${TORCHRUN:-torchrun}
 mkdir -p "$TMP/ckpt"
-# (underscored flags: torch 1.13's torchrun knows no hyphenated spellings; 2.x takes both)
-"$TORCHRUN" --standalone --nproc_per_node 4 --max_restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
+# Underscored flags: torch 1.13's torchrun knows no hyphenated spellings (2.x
+# takes both).  --redirects 1 --tee 1: Debian 12's torchrun (1.13 under Python
+# 3.11) cannot parse the default "0" (Std.from_str returns None, every start
+# fails); stdout then reaches us through tee, each line prefixed [defaultN]:.
+"$TORCHRUN" --standalone --nproc_per_node 4 --max_restarts 1 --redirects 1 --tee 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
     --ckpt-dir "$TMP/ckpt" --ckpt-every "$CKPT_EVERY" --kill-rank "$VICTIM" --kill-at "$AT" \
-    > "$TMP/torch.out" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
+    > "$TMP/torch.tee" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
+sed 's/^\[default[0-9]*\]://' "$TMP/torch.tee" > "$TMP/torch.out"
 from=$(sed -n 's/^resumed [0-9.]* from step \([0-9]*\)/\1/p' "$TMP/torch.out")
 echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to resumed $(kill_to_resumed "$TMP/torch.out") s" \
      "(workers restarted, data reloaded); steps redone $((AT - 1 - from)); $(grep '^done' "$TMP/torch.out")"
