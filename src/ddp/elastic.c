@@ -132,6 +132,12 @@ static uint64_t fingerprint(const spmd_elastic *e) {
 /* A failure of g itself (a rank died or aborted), after which the survivors
  * shrink again, as opposed to an error of this rank's own. */
 static int group_failed(spmd_group *g, spmd_status st) {
+    /* A verdict every rank reaches alike (a ZeRO shard lost with both its
+     * holders, states that do not match) is no failure of g, even when a
+     * rank that reached it first has already left: shrinking again would
+     * only name the wrong cause. */
+    if (st == SPMD_ERR_NOTFOUND || st == SPMD_ERR_MISMATCH || st == SPMD_ERR_INVALID || st == SPMD_ERR_UNSUPPORTED)
+        return 0;
     return st == SPMD_ERR_REMOTE || st == SPMD_ERR_ABORTED || spmd_group_failed_ranks(g, NULL, 0) > 0;
 }
 
