@@ -100,11 +100,11 @@ check-torch2:
 # world 2 and 3: on this machine's torch, and on torch 2.6 in the root.
 # Results in out/torch-suite*/ (JSON per run; compare.py's report).
 torch-suite: build
-	tests/torch/suite/run_all.sh $(BUILD) out/torch-suite
+	tests/torch/suite/run_all.sh $(BUILD) out/torch-suite --start fork
 torch-suite2:
 	./scripts/torch2-root.sh run -- sh -c 'cmake -S . -B $(TORCH2_BUILD) -DSPMD_WITH_TORCH=ON >/dev/null && \
 		cmake --build $(TORCH2_BUILD) -j $(JOBS) --target spmd_torch && \
-		tests/torch/suite/run_all.sh $(TORCH2_BUILD) out/torch-suite2'
+		tests/torch/suite/run_all.sh $(TORCH2_BUILD) out/torch-suite2 --start fork'
 TORCH2_CHECK := $(if $(shell command -v debootstrap || command -v /usr/sbin/debootstrap),check-torch2)
 
 # Making the torch 2.x root on a fresh machine is mostly download and unpack

@@ -66,20 +66,23 @@ kill_to_resumed() {
 }
 TORCHRUN=${TORCHRUN:-torchrun}
 mkdir -p "$TMP/ckpt"
-# (underscored flags: torch 1.13's torchrun knows no hyphenated spellings; 2.x takes both)
-"$TORCHRUN" --standalone --nproc_per_node 4 --max_restarts 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
+# Underscored flags: torch 1.13's torchrun knows no hyphenated spellings (2.x
+# takes both).  --redirects 1 --tee 1: Debian 12's torchrun (1.13 under Python
+# 3.11) cannot parse the default "0" (Std.from_str returns None, every start
+# fails); stdout then reaches us through tee, each line prefixed [defaultN]:.
+"$TORCHRUN" --standalone --nproc_per_node 4 --max_restarts 1 --redirects 1 --tee 1 "$HERE/elastic_torch.py" --epochs "$EPOCHS" \
     --ckpt-dir "$TMP/ckpt" --ckpt-every "$CKPT_EVERY" --kill-rank "$VICTIM" --kill-at "$AT" \
-    > "$TMP/torch.out" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
+    > "$TMP/torch.tee" 2> "$TMP/torch.err" || { echo "torchrun failed:"; tail -5 "$TMP/torch.err"; exit 1; }
+sed 's/^\[default[0-9]*\]://' "$TMP/torch.tee" > "$TMP/torch.out"
 from=$(sed -n 's/^resumed [0-9.]* from step \([0-9]*\)/\1/p' "$TMP/torch.out")
 echo "torch torchrun --max-restarts 1, checkpoint every $CKPT_EVERY: kill to resumed $(kill_to_resumed "$TMP/torch.out") s" \
      "(workers restarted, data reloaded); steps redone $((AT - 1 - from)); $(grep '^done' "$TMP/torch.out")"
 
 # The same torch program on spmd: spmd_torch.elastic under spmdrun --on-failure
-# shrink (needs spmd_torch built in BUILD/python).  Rank 0 hosts spmd_torch's
-# group store and must survive, so this leg kills rank 1 when KILL_RANK is 0.
+# shrink (needs spmd_torch built in BUILD/python); the default group forms on
+# spmdrun's store, so any rank can be the one killed, rank 0 included.
 [ -d "$BUILD/python/spmd_torch" ] || { echo "spmd_torch: not built in $BUILD: the spmd_torch.elastic run is skipped"; exit 0; }
 EV=$VICTIM
-[ "$EV" = 0 ] && EV=1
 PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "$RUN" --standalone --nproc-per-node 4 --on-failure shrink \
     "$PY" "$HERE/elastic_torch.py" --elastic --epochs "$EPOCHS" --ckpt-dir "$TMP" --kill-rank "$EV" --kill-at "$AT" \
     > "$TMP/spmdtorch.out" 2> "$TMP/spmdtorch.err" || { echo "spmd_torch.elastic run failed:"; tail -5 "$TMP/spmdtorch.err"; exit 1; }

@@ -10,7 +10,7 @@ if(TARGET spmd_torch)
   set(TORCH_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/torch)
   function(spmd_torch_test name mode nproc script)
     add_test(NAME ${name}
-             COMMAND ${SPMD_PYTHON} ${TORCH_TEST_DIR}/run.py ${mode} ${nproc} ${TORCH_TEST_DIR}/${script})
+             COMMAND ${SPMD_PYTHON} ${TORCH_TEST_DIR}/run.py ${mode} ${nproc} ${TORCH_TEST_DIR}/${script} ${ARGN})
     set_tests_properties(${name} PROPERTIES TIMEOUT 180 LABELS "torch;no-asan;no-tsan"
       ENVIRONMENT "SPMD_TORCH_PATH=${PROJECT_BINARY_DIR}/python;SPMDRUN=$<TARGET_FILE:spmdrun>")
   endfunction()
@@ -68,7 +68,10 @@ if(TARGET spmd_torch)
   set_tests_properties(torch_dist_suite PROPERTIES TIMEOUT 300 LABELS "torch;no-asan;no-tsan")
   spmd_torch_test(torch_init_methods python 1 torch_init_methods.py)
   spmd_torch_test(torch_failure python 1 torch_failure.py)
-  # spmd_torch.elastic: DDP at world 3 under spmdrun --on-failure shrink,
-  # a rank SIGKILLed mid-step, the survivors go on (both torches)
-  spmd_torch_test(torch_elastic python 1 torch_elastic.py)
+  # spmd_torch.elastic: DDP at world 3 under spmdrun, a rank SIGKILLed
+  # mid-step: the survivors go on (rank 2; rank 0), or grow back with a
+  # replacement (--on-failure replace); both torches
+  spmd_torch_test(torch_elastic python 1 torch_elastic.py shrink)
+  spmd_torch_test(torch_elastic_rank0 python 1 torch_elastic.py rank0)
+  spmd_torch_test(torch_elastic_replace python 1 torch_elastic.py replace)
 endif()

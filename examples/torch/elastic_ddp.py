@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""DDP that goes on in place when a rank is killed (spmd_torch.elastic).
+"""DDP that goes on in place when a rank is killed, and takes a replacement
+in (spmd_torch.elastic).
 
     spmdrun --standalone --nproc-per-node 3 --on-failure shrink \\
         python3 examples/torch/elastic_ddp.py --steps 40 --kill-rank 2 --kill-at-step 10
@@ -9,8 +10,12 @@ synthetic data set.  With --kill-rank, that rank SIGKILLs itself (a real,
 unannounced death) in the middle of step --kill-at-step, after its forward
 and before its gradients are reduced; the others see the reduction fail
 (RanksFailed), shrink to a group of the survivors, agree on the state and
-go on.  At the end every rank checks that the replicas' parameters are equal
-(bit for bit) and prints one line.
+go on.  Any rank may die, rank 0 included.  Under --on-failure replace
+(SPMD_ON_FAILURE=replace) spmdrun starts a new process in the dead one's
+place (SPMD_JOIN=1): the survivors wait for it and grow back, and it
+receives the model live from them.  The new group is torch's default group,
+so the loop uses no group= at all.  At the end every rank checks that the
+replicas' parameters are equal (bit for bit) and prints one line.
 """
 import argparse
 import os
@@ -40,53 +45,71 @@ def main():
                     help="after a recovery, check that the replaced group refuses an operation")
     args = ap.parse_args()
 
-    dist.init_process_group("spmd")
-    start_rank = dist.get_rank()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    el = elastic.Elastic(model.state_dict())
-    pg = el.process_group
-    ddp = DDP(model, process_group=pg)
-    recoveries = 0
+    if elastic.joining():  # a replacement: the state comes from the running ranks
+        el = elastic.Elastic(model.state_dict(), join=True)
+        me = f"joiner {os.getpid()}"
+        print(f"{me}: joined as rank {dist.get_rank()} of {dist.get_world_size()} after step {el.steps}",
+              flush=True)
+    else:
+        dist.init_process_group("spmd")
+        el = elastic.Elastic(model.state_dict())
+        me = f"rank {dist.get_rank()}"
+    ddp = DDP(model)
+    recoveries = replacements = 0
     while el.steps < args.steps:
         step = el.steps
         try:
+            # Processes waiting to join: the replacements spmdrun starts, or
+            # any (one 4-byte broadcast per step).
+            joiners = replacements or el.joiners_waiting()
+            if joiners:
+                el.grow(joiners)  # they get the state; world += joiners
+                replacements = 0
+                ddp = DDP(model)
+                print(f"{me}: {joiners} joined: world {dist.get_world_size()}", flush=True)
+                continue  # where the joiners start: their DDP(), then this check
             with el.step():
                 opt.zero_grad()
-                x, y = batch(step, pg.rank(), pg.size())
+                x, y = batch(step, dist.get_rank(), dist.get_world_size())
                 loss = torch.nn.functional.mse_loss(ddp(x), y)
-                if start_rank == args.kill_rank and step == args.kill_at_step:
+                if me == f"rank {args.kill_rank}" and step == args.kill_at_step:
                     os.kill(os.getpid(), signal.SIGKILL)
                 loss.backward()
                 opt.step()
         except elastic.RanksFailed as e:
-            print(f"rank {start_rank}: step {step}: {e.failed_ranks} failed; recovering", flush=True)
-            old, pg = pg, el.recover()
+            print(f"{me}: step {step}: {e.failed_ranks} failed; recovering", flush=True)
+            old, pg = el.process_group, el.recover()
             if args.check_old_group:
                 try:
                     old.allreduce([torch.zeros(1)], dist.AllreduceOptions()).wait()
-                    print(f"rank {start_rank}: the replaced group still ran an all_reduce", flush=True)
+                    print(f"{me}: the replaced group still ran an all_reduce", flush=True)
                 except RuntimeError as refused:
-                    print(f"rank {start_rank}: the replaced group refuses: {refused}".splitlines()[0],
-                          flush=True)
-            ddp = DDP(model, process_group=pg)
+                    print(f"{me}: the replaced group refuses: {refused}".splitlines()[0], flush=True)
             info = el.last_recovery()
             recoveries += 1
-            print(f"rank {start_rank}: world {info['world_before']} -> {info['world_after']}, "
+            print(f"{me}: world {info['world_before']} -> {info['world_after']}, "
                   f"steps redone {info['steps_lost']}, {info['seconds']:.3f} s", flush=True)
+            if os.environ.get("SPMD_ON_FAILURE") == "replace":  # spmdrun starts one per lost rank
+                replacements = info["world_before"] - info["world_after"]
+            ddp = DDP(model)
 
-    # The replicas' parameters, bit for bit: rank 0's against each rank's.
+    # The replicas' parameters, bit for bit: rank 0's against each rank's,
+    # on torch's default group (the last recovery's or grow's).
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     ref = flat.clone()
-    pg.broadcast([ref], dist.BroadcastOptions()).wait()
+    dist.barrier()
+    dist.broadcast(ref, 0)
     same = torch.tensor([1 if torch.equal(flat, ref) else 0], dtype=torch.int32)
-    opts = dist.AllreduceOptions()
-    opts.reduceOp = dist.ReduceOp.MIN
-    pg.allreduce([same], opts).wait()
-    ok = bool(same.item())
-    print(f"rank {start_rank}: {el.steps} steps at world {pg.size()} after {recoveries} recoveries; "
-          f"replicas' parameters {'equal' if ok else 'DIFFER'}", flush=True)
+    dist.all_reduce(same, op=dist.ReduceOp.MIN)
+    ones = torch.ones(1)
+    dist.all_reduce(ones)
+    ok = bool(same.item()) and int(ones.item()) == dist.get_world_size()
+    print(f"{me}: {el.steps} steps at world {dist.get_world_size()} after {recoveries} recoveries; "
+          f"replicas' parameters {'equal' if same.item() else 'DIFFER'}; "
+          f"all_reduce of ones {int(ones.item())}", flush=True)
     return 0 if ok else 1
 
 

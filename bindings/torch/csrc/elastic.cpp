@@ -1,7 +1,7 @@
 // elastic.cpp — spmd_torch._C.Elastic: the C elastic API (spmd/elastic.h)
 // over a process group of the spmd backend, for spmd_torch.elastic.  The
 // replica's state is a list of contiguous CPU tensors (a state_dict's), whose
-// memory spmd_elastic copies in place; a recovery hands back a new
+// memory spmd_elastic copies in place; a recovery or a grow hands back a new
 // process group over the new spmd group.
 //
 // Ownership: the Elastic keeps the current group's GroupState (so the group
@@ -65,6 +65,20 @@ class Elastic {
     check(spmd_elastic_recover(e_));
     return current();
   }
+  // Collective at a step boundary: how many processes wait to join.
+  int joinersWaiting() {
+    int n = 0;
+    check(spmd_elastic_joiners_waiting(e_, &n));
+    return n;
+  }
+  // Admit n joiners, send them the state; the grown group.
+  c10::intrusive_ptr<BackendBase> grow(int n) {
+    check(spmd_elastic_grow(e_, n));
+    return current();
+  }
+  // On a joiner (made over joinDefaultGroup's group): receive the state.
+  void joinSync() { check(spmd_elastic_join_sync(e_)); }
+
   py::dict last() const {
     spmd_elastic_info i = spmd_elastic_last(e_);
     py::dict d;
@@ -122,6 +136,9 @@ void defineElastic(py::module& m) {
       .def("failed_ranks", &Elastic::failedRanks)
       .def("errmsg", &Elastic::errmsg)
       .def("recover", &Elastic::recover, G())
+      .def("joiners_waiting", &Elastic::joinersWaiting, G())
+      .def("grow", &Elastic::grow, py::arg("n"), G())
+      .def("join_sync", &Elastic::joinSync, G())
       .def("last", &Elastic::last);
 }
 

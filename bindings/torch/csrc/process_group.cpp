@@ -29,19 +29,25 @@ GroupState::~GroupState() {
 }
 
 ProcessGroupSpmd::ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                   int size, std::chrono::milliseconds timeout)
+                                   int size, std::chrono::milliseconds timeout,
+                                   bool defaultGroup)
     : BackendBase(rank, size), timeout_(timeout) {
   TORCH_CHECK(store, "spmd: no store given");
   auto state = std::make_shared<GroupState>();
-  Rendezvous r = rendezvous(*store, rank, size, timeout);
-  state->server = r.server;
-  state->store = r.store;
   spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
+  std::string name = "torch";
+  if (defaultGroup && onLauncherStore()) {
+    name = launcherGroupName(timeout);  // opts.store NULL: spmd_group_init reaches the agent's
+  } else {
+    Rendezvous r = rendezvous(*store, rank, size, timeout);
+    state->server = r.server;
+    state->store = r.store;
+    opts.store = r.store;
+  }
   opts.rank = rank;
   opts.world_size = size;
-  opts.store = r.store;
   opts.timeout_ms = timeout.count() > 0 && timeout.count() < INT_MAX ? (int)timeout.count() : 0;
-  opts.name = "torch";
+  opts.name = name.c_str();
   char err[512] = "";
   spmd_status st = spmd_group_init(&opts, &state->group, err, sizeof err);
   TORCH_CHECK(st == SPMD_OK, "spmd: rank ", rank, " of ", size,

@@ -20,7 +20,10 @@ namespace spmd_torch {
 // The spmd group and its rendezvous store, released with the last user (the
 // process group or a Work still holding handles).
 struct GroupState {
-  spmd_store_server* server = nullptr;  // group rank 0 hosts the rendezvous store
+  // Group rank 0 hosts the rendezvous store, except for the default group
+  // under spmdrun, which forms on the agent's store (rendezvous.cpp): then
+  // both are null and the spmd group keeps its own connection.
+  spmd_store_server* server = nullptr;
   spmd_store* store = nullptr;
   spmd_group* group = nullptr;
   // The works alive on the group (each registers itself while it lives), so
@@ -39,10 +42,11 @@ struct GroupState {
 
 class ProcessGroupSpmd : public BackendBase {
  public:
-  // Rendezvous through torch's store (rendezvous.cpp); blocks until every
-  // rank has joined or `timeout` passes.
+  // Rendezvous through torch's store (rendezvous.cpp), or for the default
+  // group (defaultGroup) under spmdrun on the agent's store; blocks until
+  // every rank has joined or `timeout` passes.
   ProcessGroupSpmd(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, bool defaultGroup = false);
   // Over a group made by spmd_torch.elastic's recovery (elastic.cpp).
   ProcessGroupSpmd(std::shared_ptr<GroupState> state, std::chrono::milliseconds timeout);
   ~ProcessGroupSpmd() override;
@@ -131,5 +135,18 @@ struct Rendezvous {
   spmd_store* store = nullptr;
 };
 Rendezvous rendezvous(c10d::Store& torchStore, int rank, int size, std::chrono::milliseconds timeout);
+
+// The default group under spmdrun (rendezvous.cpp): spmdrun's agent hosts an
+// spmd store that outlives every worker, so the default group forms on it
+// (spmd_group_init's env:// path, as spmd-train's does): no rank is special
+// to a shrink, and a replacement finds the group there.
+bool onLauncherStore();
+// The spmd group name of this process's next default group on the agent's
+// store ("torch", then "torch.1", ... when a program makes it again),
+// published in the agent's store for joiners.
+std::string launcherGroupName(std::chrono::milliseconds timeout);
+// A replacement under spmdrun --on-failure replace: join the running default
+// group when its ranks next grow (spmd_group_join).
+c10::intrusive_ptr<BackendBase> joinDefaultGroup(std::chrono::milliseconds timeout);
 
 }  // namespace spmd_torch

@@ -11,13 +11,19 @@
 // it to the others through torch's store, which every rank already trusts
 // for the rendezvous (torch's own store is unauthenticated: whoever can reach
 // it can join the torch job anyway).
+//
+// The default group under spmdrun is the exception: it forms on the agent's
+// store, which outlives every worker, so that a shrink needs no particular
+// rank and a replacement can join (onLauncherStore below).
 #include "process_group.hpp"
 
 #include <c10/util/Exception.h>
 #include <spmd/auth.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace spmd_torch {
@@ -71,7 +77,71 @@ void shareSecret(c10d::Store& torchStore, int rank) {
   if (!v.empty() && !secretFromEnvironment()) setenv("SPMD_AUTH_TOKEN", std::string(v.begin(), v.end()).c_str(), 1);
 }
 
+int timeoutMs(std::chrono::milliseconds timeout) {
+  return timeout.count() > 0 && timeout.count() < INT_MAX ? (int)timeout.count() : 0;
+}
+
+// The key under which the default group's spmd name is published in the
+// agent's store.
+std::string defaultNameKey() { return storeKey("default_group"); }
+
+// A connection of this rank's own to the agent's store (MASTER_ADDR/PORT).
+spmd_store* agentStore(std::chrono::milliseconds timeout) {
+  char err[256] = "";
+  spmd_store* s = nullptr;
+  const char* host = std::getenv("MASTER_ADDR");
+  int port = std::atoi(std::getenv("MASTER_PORT"));
+  spmd_status st = spmd_store_connect(host, port, timeoutMs(timeout), &s, err, sizeof err);
+  TORCH_CHECK(st == SPMD_OK, "spmd: cannot reach spmdrun's store at ", host, ":", port, ": ", err);
+  return s;
+}
+
 }  // namespace
+
+bool onLauncherStore() {
+  const char* run = std::getenv("SPMD_RUN_ID");
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  return run && *run && agent && std::strcmp(agent, "True") == 0 && addr && *addr && port &&
+         std::atoi(port) > 0;
+}
+
+std::string launcherGroupName(std::chrono::milliseconds timeout) {
+  static int made = 0;  // default groups this process made (init, destroy, init again)
+  std::string name = made ? "torch." + std::to_string(made) : "torch";
+  made++;
+  // Every rank publishes it (the same value): none is needed for joiners to find it.
+  spmd_store* s = agentStore(timeout);
+  spmd_status st = spmd_store_set(s, defaultNameKey().c_str(), name.data(), name.size());
+  std::string why = st == SPMD_OK ? "" : spmd_store_errmsg(s);
+  spmd_store_close(s);
+  TORCH_CHECK(st == SPMD_OK, "spmd: cannot publish the default group's name in spmdrun's store: ", why);
+  return name;
+}
+
+c10::intrusive_ptr<BackendBase> joinDefaultGroup(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(onLauncherStore(),
+              "spmd_torch.elastic: a process joins a running group under spmdrun only (its agent's "
+              "store: SPMD_RUN_ID, MASTER_ADDR/MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True)");
+  spmd_store* s = agentStore(timeout);
+  void* v = nullptr;
+  size_t vl = 0;
+  spmd_status st = spmd_store_get(s, defaultNameKey().c_str(), &v, &vl);
+  std::string why = st == SPMD_OK ? "" : spmd_store_errmsg(s);
+  spmd_store_close(s);
+  TORCH_CHECK(st == SPMD_OK, "spmd_torch.elastic: no running default group to join: ", why);
+  std::string name(static_cast<const char*>(v), vl);
+  std::free(v);
+  spmd_group_opts opts = SPMD_GROUP_OPTS_DEFAULT;
+  opts.name = name.c_str();
+  opts.timeout_ms = timeoutMs(timeout);
+  auto state = std::make_shared<GroupState>();
+  char err[512] = "";
+  st = spmd_group_join(&opts, &state->group, err, sizeof err);
+  TORCH_CHECK(st == SPMD_OK, "spmd_torch.elastic: cannot join the running group: ", err);
+  return c10::make_intrusive<ProcessGroupSpmd>(state, timeout);
+}
 
 Rendezvous rendezvous(c10d::Store& torchStore, int rank, int size,
                       std::chrono::milliseconds timeout) {
@@ -99,8 +169,7 @@ Rendezvous rendezvous(c10d::Store& torchStore, int rank, int size,
     port = std::atoi(addr.c_str() + colon + 1);
   }
   (void)size;
-  int ms = timeout.count() > 0 && timeout.count() < INT32_MAX ? (int)timeout.count() : 0;
-  spmd_status st = spmd_store_connect(host.c_str(), port, ms, &r.store, err, sizeof err);
+  spmd_status st = spmd_store_connect(host.c_str(), port, timeoutMs(timeout), &r.store, err, sizeof err);
   if (st != SPMD_OK) {
     spmd_store_server_stop(r.server);
     TORCH_CHECK(false, "spmd: rank ", rank, " could not reach the group's store at ", host, ":",

@@ -23,14 +23,23 @@ __all__ = ["create_process_group"]
 
 create_process_group = _C.create_process_group
 
+
+def _create_backend(store, rank, world_size, timeout):
+    # The group torch makes while it has no default group is the default
+    # group: under spmdrun it forms on the agent's store (so no rank is
+    # special to spmd_torch.elastic's recovery, and replacements can join).
+    return _C.create_process_group(store, rank, world_size, timeout,
+                                   default_group=not dist.is_initialized())
+
+
 if "SPMD" not in dist.Backend._plugins:
     if _C.backend_api:
         # torch 2.x: a c10d.Backend for CPU tensors, which torch wraps in its
         # own ProcessGroup (named, so functional collectives and DeviceMesh
         # find it; _get_backend(torch.device("cpu")) returns it).
-        dist.Backend.register_backend("spmd", _C.create_process_group, devices=["cpu"])
+        dist.Backend.register_backend("spmd", _create_backend, devices=["cpu"])
     else:
-        dist.Backend.register_backend("spmd", _C.create_process_group)
+        dist.Backend.register_backend("spmd", _create_backend)
 
 
 def _under_spmdrun():

@@ -94,14 +94,24 @@ if BACKEND == "spmd":
     dt.BACKEND = _SpmdAsGloo("spmd")
 
 
+# How each test's ranks start: "spawn" (upstream's test_distributed_spawn.py:
+# every rank a fresh interpreter importing torch and this suite, about 6 s of
+# CPU per rank on the 2-core machine) or "fork" (the ranks are copies of this
+# already-imported process: the same test bodies, a fraction of a second to
+# start).  This process has made no group and started no thread of spmd's or
+# gloo's before the fork, so a forked rank starts as clean as a spawned one.
+START_METHOD = os.environ.get("DIST_SUITE_START", "spawn")
+
+
 class TestDistBackendWithSpawn(dt.TestDistBackend, dt.DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        self._start_processes(torch.multiprocessing.get_context(START_METHOD).Process)
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
 
 
 def main(argv):
+    global START_METHOD
     import argparse
     import json
     import unittest
@@ -111,6 +121,9 @@ def main(argv):
     ap.add_argument("-k", action="append", default=[], help="only tests whose name contains this")
     ap.add_argument("--require-pass", action="store_true",
                     help="a skipped test fails the run too, unless torch skips it for every backend (CI's part of the suite)")
+    ap.add_argument("--start", choices=("spawn", "fork"), default=START_METHOD,
+                    help="how each test's ranks start (default spawn, as upstream; fork skips their imports)")
+    ap.add_argument("--shard", metavar="I/N", help="only the I-th of N interleaved parts of the tests (1-based)")
     ap.add_argument("tests", nargs="*", help="only these tests (names)")
     args = ap.parse_args(argv)
     if BACKEND not in ("spmd", "gloo") or "WORLD_SIZE" not in os.environ:
@@ -124,6 +137,12 @@ def main(argv):
         names = [n for n in names if n in args.tests]
     if args.k:
         names = [n for n in names if any(k in n for k in args.k)]
+    if args.shard:
+        i, n = (int(x) for x in args.shard.split("/"))
+        if not 1 <= i <= n:
+            sys.exit(f"dist_suite: --shard {args.shard}: want I/N with 1 <= I <= N")
+        names = names[i - 1::n]
+    START_METHOD = args.start
     suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
 
     outcome = {}
@@ -154,7 +173,7 @@ def main(argv):
             outcome[test._testMethodName] = "fail: unexpected success"
 
     print(f"dist_suite: {len(names)} tests, BACKEND={BACKEND} WORLD_SIZE={os.environ['WORLD_SIZE']} "
-          f"torch {torch.__version__}", flush=True)
+          f"torch {torch.__version__} start {START_METHOD}", flush=True)
     res = unittest.TextTestRunner(verbosity=2, resultclass=Result).run(suite)
     if args.out:
         with open(args.out, "w") as f:
