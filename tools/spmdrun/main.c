@@ -311,7 +311,9 @@ static int run_attempts(sr_agent *a, sr_assignment *as, int multi) {
         if (res == SR_ATTEMPT_CHANGED)
             snprintf(summary, sizeof summary, "%.*s",
                      (int)strcspn(remote_body ? remote_body : "", "\n"),
-                     remote_body ? remote_body : "another node ended the round");
+                     remote_body                              ? remote_body
+                     : remote && !strcmp(remote, "complete") ? "the job completed on the other nodes first"
+                                                              : "another node ended the round");
         if (can_restart) {
             fprintf(stderr,
                     "spmdrun: worker group %s (%s); restarting it (restart %d of %d)\n",
