@@ -24,10 +24,17 @@
 #          the namespace: it waits for room until node 1 is marked lost,
 #          joins in place as node 2, and its workers are the replacements
 #          the survivors wait for: the job ends at world 4.
+#   losehost --nnodes 1:3, one worker per node: node 0 (the store's host)
+#          in the first namespace, nodes 1 and 2 in the second; once step 3
+#          is logged every process of the first namespace is SIGKILLed: the
+#          store moves to node 1's standby (the lowest live node rank), node
+#          2 follows it, the workers' group shrinks to world 2 on the same
+#          store, both finish with bit-identical replicas and their
+#          summaries name the lost store host and where the store went.
 # Checked every time: the global steps logged are 1..N, each once; where
 # the job finishes, --check-sync finds every replica (joiners included)
 # bit-identical.  Skips (77) without namespaces or the data.
-#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace
+#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace|losehost
 SPMDRUN=$1 TRAIN=$2 MODE=$3
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 . "$(dirname "$0")/../launcher/lib.sh"
@@ -40,6 +47,7 @@ ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "name
 export SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=8s
 case $MODE in
 lose | replace) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 (a hang guard only)
+losehost) NN=1:3 SPMD_RDZV_LAST_CALL=300s NPROC=1 ;; # the round waits for all three
 join) NN=1:2 SPMD_RDZV_LAST_CALL=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=30s ;; # node 0 starts alone; nobody is lost
 below) NN=3:3 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
@@ -55,7 +63,7 @@ PORT=0 ON_FAILURE=shrink
 node() { # NAME NS [spmdrun options]: a node's spmdrun, output in $TMP/NAME.{out,err}
     _name=$1 _ns=$2
     shift 2
-    ip netns exec "$_ns" "$SPMDRUN" --nnodes $NN --nproc-per-node 2 --rdzv-backend c10d \
+    ip netns exec "$_ns" "$SPMDRUN" --nnodes $NN --nproc-per-node "${NPROC:-2}" --rdzv-backend c10d \
         --rdzv-endpoint "10.232.0.1:$PORT" --rdzv-id nn --on-failure $ON_FAILURE "$@" "$TRAIN" $TRAIN_ARGS
 }
 # node 0 hosts the store: its port from its stderr, its stdout read as it comes
@@ -70,6 +78,12 @@ drain 5 "$TMP/n0.err"
 D0=$!
 
 pids_in() { ip netns pids "$1" | tr '\n' ' '; }
+nodes_1_2() { # NS_OF_NODE_1 NS_OF_NODE_2: start them in the background (pids N1 N2)
+    node n1 "$1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
+    N1=$!
+    node n2 "$2" >"$TMP/n2.out" 2>"$TMP/n2.err" &
+    N2=$!
+}
 case $MODE in
 lose)
     node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
@@ -87,6 +101,11 @@ replace)
     # a new node in its place: it waits for room (node 1 marked lost), joins
     node n2 "$NS1" >"$TMP/n2.out" 2>"$TMP/n2.err" &
     N2=$!
+    ;;
+losehost)
+    nodes_1_2 "$NS1" "$NS1"
+    read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 3:"
+    kill -KILL $(pids_in "$NS0") # the store's host, its guard and its worker at once
     ;;
 join)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
@@ -114,10 +133,7 @@ join)
     D1=$!
     ;;
 below)
-    node n1 "$NS0" >"$TMP/n1.out" 2>"$TMP/n1.err" &
-    N1=$!
-    node n2 "$NS1" >"$TMP/n2.out" 2>"$TMP/n2.err" &
-    N2=$!
+    nodes_1_2 "$NS0" "$NS1"
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
     kill -KILL $(pids_in "$NS1")
     wait $N2 && fail "node 2 survived its SIGKILL"
@@ -134,6 +150,43 @@ steps_once() { # FILE: the global steps it logs are 1..N, each once
     [ "$_n" -gt 3 ] && [ "$_got" = "$(seq 1 "$_n" | tr '\n' ' ')" ] || fail "$1: steps logged: $_got"
 }
 case $MODE in
+losehost)
+    [ $rc0 -eq 0 ] && fail "node 0 survived its SIGKILL"
+    wait $N1 || fail "node 1's spmdrun exited $?"
+    wait $N2 || fail "node 2's spmdrun exited $?"
+    # node ranks 1 and 2 go by arrival: which file is which does not matter
+    cat "$TMP/n1.out" "$TMP/n2.out" >"$TMP/survivors.out"
+    cat "$TMP/n1.err" "$TMP/n2.err" >"$TMP/survivors.err"
+    grep -q "^elastic: training step failed at step [0-9]* (rank(s) 0 gone): world 3 -> 2 " "$TMP/survivors.out" ||
+        fail "no shrink from world 3 to 2 reported"
+    grep -q "check-sync: parameters, optimizer state identical on all 2 rank(s)" "$TMP/survivors.out" ||
+        fail "the survivors' replicas are not shown identical"
+    grep -q "the launcher's store is gone" "$TMP/survivors.out" "$TMP/survivors.err" &&
+        fail "a worker group could not follow the store"
+    # the new host says so, the other node follows it; both summaries say it
+    grep -q "^spmdrun: the rendezvous store at 10.232.0.1:$PORT is gone with node 0 ([^)]*) (.*); this node (node 1) hosts it now at 10.232.0.2:[0-9]*: start nodes that join later with --rdzv-endpoint 10.232.0.2:[0-9]*" \
+        "$TMP/survivors.err" || fail "node 1 does not say it hosts the store now"
+    grep -q "^spmdrun: the rendezvous store at 10.232.0.1:$PORT is gone with node 0 ([^)]*) (.*); it moved to node 1 ([^)]*) at 10.232.0.2:[0-9]*" \
+        "$TMP/survivors.err" || fail "node 2 does not say where the store moved"
+    for f in n1 n2; do
+        grep -q "^spmdrun: round 0: node 0 ([^)]*) was lost at [0-9_:-]*: hosted the rendezvous store, which closed its connections (seen by node 1)" \
+            "$TMP/$f.err" || fail "$f's summary does not name the lost store host"
+        grep -q "^spmdrun: round 0: the store's host, node 0 ([^)]*), was lost at [0-9_:-]*; the store moved to node 1 ([^)]*) at 10.232.0.2:[0-9]*" \
+            "$TMP/$f.err" || fail "$f's summary does not say where the store moved"
+        grep -q "^spmdrun: round 0 complete with 2 node(s) of the 3 that took part" "$TMP/$f.err" ||
+            fail "$f's summary does not count the nodes"
+    done
+    grep -q "was killed by signal\|exited with code" "$TMP/survivors.err" && fail "a survivor lost a worker of its own"
+    # the survivors' rank 0 logs from the recovery on: consecutive steps,
+    # each once, taking over where node 0's log ended (its last step at most
+    # redone: one that committed only on the killed rank is rolled back)
+    _last=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/n0.out" | tail -n 1)
+    _got=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/survivors.out" | tr '\n' ' ')
+    _first=${_got%% *}
+    [ -n "$_first" ] && [ "$_first" -le $((_last + 1)) ] && [ "$_first" -ge "$_last" ] &&
+        [ "$_got" = "$(seq "$_first" $((_first + $(echo "$_got" | wc -w) - 1)) | tr '\n' ' ')" ] ||
+        fail "steps: node 0 logged up to ${_last:-none}, the survivors $_got"
+    ;;
 lose)
     [ $rc0 -eq 0 ] || fail "node 0's spmdrun exited $rc0"
     grep -q "^elastic: training step failed at step [0-9]* (rank(s) [0-9, ]* gone): world 4 -> [23] " "$TMP/n0.out" ||
@@ -188,5 +241,5 @@ below)
     done
     ;;
 esac
-[ "$FAILED" -eq 0 ] || show "$TMP"/n*.out "$TMP"/n*.err
+[ "$FAILED" -eq 0 ] && [ -z "$SHOW_ALL" ] || show "$TMP"/n*.out "$TMP"/n*.err
 finish

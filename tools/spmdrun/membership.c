@@ -85,6 +85,9 @@ static void round_reset(sr_rdzv *r, int nnodes) {
     r->self_lost = 0;
     r->next_hb_ms = 0;
     r->watched = -1;
+    free(r->posted_end);
+    r->posted_end = NULL;
+    r->moved[0] = 0;
 }
 
 int rz_round_entered(sr_rdzv *r, int rd, char **hosts, int nnodes) {
@@ -182,10 +185,14 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
         if (sscanf(line, "%*d %d %*d %*d %*d %*d %*s %255s", &nr, host) == 2 && nr >= 0 && nr < r->nnodes)
             snprintf(r->nodes[nr].host, sizeof r->nodes[nr].host, "%s", host);
     }
+    rz_members_taken(r, v); /* the members' standby stores, who hosts the store */
     free(v);
     snprintf(r->nodes[r->node_rank].host, sizeof r->nodes[0].host, "%s", r->a->host);
-    char info[SR_HOST_MAX + 32];
-    snprintf(info, sizeof info, "%d %s", cfg->nproc, r->a->host);
+    snprintf(r->nodes[r->node_rank].standby, sizeof r->nodes[0].standby, "%s", rz_standby_field(r));
+    r->nodes[r->node_rank].joined = 1;
+    r->nodes[r->node_rank].nproc = cfg->nproc;
+    char info[2 * SR_HOST_MAX + 32];
+    snprintf(info, sizeof info, "%d %s %s", cfg->nproc, r->a->host, rz_standby_field(r));
     rz_key(r, rd, k, sizeof k, "slot/%d", r->node_rank);
     if (rz_set(r, k, info, err, errlen)) return -1;
     rz_key(r, rd, k, sizeof k, "hb/%d", r->node_rank);
@@ -203,6 +210,7 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
     as->joining = 1;
     snprintf(as->master_addr, sizeof as->master_addr, "%s", r->ep_host);
     as->master_port = r->ep_port;
+    rz_standby_list(r, as->standby, sizeof as->standby);
     fprintf(stderr, "spmdrun: joining round %d in place as node %d (%d node(s) with this one): the workers start "
                     "with SPMD_JOIN=1 and the group takes them in at a step boundary\n", rd, r->node_rank,
             as->nnodes);
@@ -235,7 +243,9 @@ static int refresh(sr_rdzv *r, char *err, size_t errlen) {
         if (g < 0) return -1;
         if (g == 0) continue;
         int nproc = 0;
-        if (sscanf(v, "%d %255s", &nproc, n->host) != 2) snprintf(n->host, sizeof n->host, "?");
+        snprintf(n->standby, sizeof n->standby, "-");
+        if (sscanf(v, "%d %255s %263s", &nproc, n->host, n->standby) < 2) snprintf(n->host, sizeof n->host, "?");
+        n->nproc = nproc;
         free(v);
         if (i != r->node_rank)
             fprintf(stderr, "spmdrun: node %d (%s, %d worker(s)) joined round %d at %s; %d node(s) now\n", i,
@@ -294,7 +304,8 @@ void sr_rdzv_post_change(sr_rdzv *r, const char *kind, const char *text) {
     if (!v) return;
     snprintf(v, len, "%s\n%s", kind, text);
     if (rz_create(r, k, v, e, sizeof e) < 0) fprintf(stderr, "spmdrun: could not tell the other nodes (%s)\n", e);
-    free(v);
+    if (!r->posted_end) r->posted_end = v; /* a successor of the store's host posts it again */
+    else free(v);
 }
 
 char *sr_rdzv_change_text(sr_rdzv *r) {
@@ -378,6 +389,7 @@ int sr_rdzv_exit_barrier(sr_rdzv *r, char *err, size_t errlen) {
     if (r->inplace) {
         rz_key(r, r->round, k, sizeof k, "done/%d", r->node_rank);
         if (rz_set(r, k, "1", err, errlen)) return -1;
+        r->nodes[r->node_rank].done = 1; /* posted again if the store moves */
     } else {
         rz_key(r, r->round, k, sizeof k, "done");
         if (rz_add(r, k, 1, &n, err, errlen)) return -1;
@@ -431,6 +443,7 @@ void sr_rdzv_summary(const sr_rdzv *r) {
             fprintf(stderr, "spmdrun: round %d: node %d (%s) was lost at %s: %s\n", r->round, i, n->host, n->when,
                     n->why);
     }
+    if (r->moved[0]) fprintf(stderr, "spmdrun: round %d: %s\n", r->round, r->moved);
     fprintf(stderr, "spmdrun: round %d complete with %d node(s) of the %d that took part (--nnodes %d:%d)\n",
             r->round, live_nodes(r), r->nnodes, r->cfg->min_nodes, r->cfg->max_nodes);
 }
@@ -438,6 +451,7 @@ void sr_rdzv_summary(const sr_rdzv *r) {
 void sr_rdzv_close(sr_rdzv *r) {
     if (!r) return;
     char k[256], e[256];
+    r->closing = 1; /* the outcome is known: a store lost now is not followed */
     if (r->round >= 0 && r->st && !r->store_lost && !r->self_lost) {
         int64_t one;
         rz_key(r, r->round, k, sizeof k, "exit/%d", r->node_rank);
@@ -458,6 +472,9 @@ void sr_rdzv_close(sr_rdzv *r) {
     }
     if (r->st) spmd_store_close(r->st);
     spmd_store_server_stop(r->server);
+    spmd_store_server_stop(r->standby);
+    free(r->members_text);
+    free(r->posted_end);
     free(r->nodes);
     free(r);
 }
