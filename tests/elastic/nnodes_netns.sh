@@ -24,13 +24,17 @@
 #          the namespace: it waits for room until node 1 is marked lost,
 #          joins in place as node 2, and its workers are the replacements
 #          the survivors wait for: the job ends at world 4.
-#   losehost --nnodes 1:3, one worker per node: node 0 (the store's host)
-#          in the first namespace, nodes 1 and 2 in the second; once step 3
-#          is logged every process of the first namespace is SIGKILLed: the
-#          store moves to node 1's standby (the lowest live node rank), node
-#          2 follows it, the workers' group shrinks to world 2 on the same
-#          store, both finish with bit-identical replicas and their
-#          summaries name the lost store host and where the store went.
+#   losehost --nnodes 1:3: node 0 (the store's host, 1 worker) in the
+#          first namespace, nodes 1 (2 workers) and 2 (1) in the second; once
+#          step 3 is logged rank 1 (on node 1) is held (SIGSTOP) and every process of
+#          the first namespace is SIGKILLed: the store moves to node 1's
+#          standby (the lowest live node rank) and node 1 prints its
+#          endpoint; node 2 follows it.  A new node started in the first
+#          namespace with that endpoint joins the running round as node 3;
+#          once its worker took its join ticket rank 1 resumes: the group
+#          shrinks to world 3 on the same store and takes the joiner in
+#          (world 4); all finish with bit-identical replicas and
+#          the summaries name the lost store host and where the store went.
 # Checked every time: the global steps logged are 1..N, each once; where
 # the job finishes, --check-sync finds every replica (joiners included)
 # bit-identical.  Skips (77) without namespaces or the data.
@@ -78,6 +82,19 @@ drain 5 "$TMP/n0.err"
 D0=$!
 
 pids_in() { ip netns pids "$1" | tr '\n' ' '; }
+hold_rank1() { # NS: SIGSTOP the worker of RANK=1 in NS (its pid in R1)
+    R1=
+    for p in $(pids_in "$1"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && R1=$p
+    done
+    [ -n "$R1" ] && kill -STOP "$R1" || fail "no rank 1 in $1"
+}
+resume_when_joining() { # FD FILE N: once N join tickets show in FILE (read from FD), rank 1 resumes; FD drains on (pid DR)
+    read_until "$1" "$2" "$3" "joiner: ticket [0-9]* taken; waiting to be admitted"
+    kill -CONT "$R1"
+    drain "$1" "$2"
+    DR=$!
+}
 nodes_1_2() { # NS_OF_NODE_1 NS_OF_NODE_2: start them in the background (pids N1 N2)
     node n1 "$1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
     N1=$!
@@ -103,18 +120,32 @@ replace)
     N2=$!
     ;;
 losehost)
-    nodes_1_2 "$NS1" "$NS1"
+    mkfifo "$TMP/n1.efifo" "$TMP/n3.efifo"
+    NPROC=2 # (rank 1 held is not its node's only worker: spmdrun ends a stopped worker whose others are done)
+    node n1 "$NS1" --node-rank 1 >"$TMP/n1.out" 2>"$TMP/n1.efifo" &
+    N1=$!
+    NPROC=1
+    exec 7<"$TMP/n1.efifo"
+    node n2 "$NS1" --node-rank 2 >"$TMP/n2.out" 2>"$TMP/n2.err" &
+    N2=$!
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 3:"
-    kill -KILL $(pids_in "$NS0") # the store's host, its guard and its worker at once
+    hold_rank1 "$NS1" # the group cannot step on without it: room for the joiner
+    kill -KILL $(pids_in "$NS0") 2>/dev/null # the store's host, its guard and its worker at once
+    read_until 7 "$TMP/n1.err" 1 "hosts it now at .*: start nodes that join later with --rdzv-endpoint "
+    EP=$(sed -n 's/.*start nodes that join later with --rdzv-endpoint \([0-9.:]*\)$/\1/p' "$TMP/n1.err")
+    drain 7 "$TMP/n1.err"
+    D1=$!
+    [ -n "$EP" ] || fail "node 1 did not print the store's new endpoint"
+    SPMD_LOG_LEVEL=info ip netns exec "$NS0" "$SPMDRUN" --nnodes $NN --nproc-per-node 1 --rdzv-backend c10d \
+        --rdzv-endpoint "$EP" --rdzv-id nn --on-failure shrink "$TRAIN" $TRAIN_ARGS >"$TMP/n3.out" 2>"$TMP/n3.efifo" &
+    N3=$!
+    exec 8<"$TMP/n3.efifo"
+    resume_when_joining 8 "$TMP/n3.err" 1
+    D3=$DR
     ;;
 join)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
-    R1=
-    for p in $(pids_in "$NS0"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && R1=$p
-    done
-    [ -n "$R1" ] || fail "no rank 1 under node 0"
-    kill -STOP "$R1"
+    hold_rank1 "$NS0"
     # refused, not restarted: a node without --on-failure shrink|replace
     node nx "$NS1" --on-failure restart >"$TMP/nx.out" 2>"$TMP/nx.err" && fail "a node not in place was let in"
     grep -q "round 0 runs in place (--on-failure shrink|replace): start this node with --on-failure shrink or replace" \
@@ -127,10 +158,8 @@ join)
     SPMD_LOG_LEVEL=info node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.efifo" &
     N1=$!
     exec 7<"$TMP/n1.efifo"
-    read_until 7 "$TMP/n1.err" 2 "joiner: ticket [0-9]* taken; waiting to be admitted"
-    kill -CONT "$R1"
-    drain 7 "$TMP/n1.err"
-    D1=$!
+    resume_when_joining 7 "$TMP/n1.err" 2
+    D1=$DR
     ;;
 below)
     nodes_1_2 "$NS0" "$NS1"
@@ -154,13 +183,18 @@ losehost)
     [ $rc0 -eq 0 ] && fail "node 0 survived its SIGKILL"
     wait $N1 || fail "node 1's spmdrun exited $?"
     wait $N2 || fail "node 2's spmdrun exited $?"
-    # node ranks 1 and 2 go by arrival: which file is which does not matter
+    wait $N3 || fail "node 3's spmdrun (joined after the store moved) exited $?"
+    wait $D1
+    wait $D3
     cat "$TMP/n1.out" "$TMP/n2.out" >"$TMP/survivors.out"
     cat "$TMP/n1.err" "$TMP/n2.err" >"$TMP/survivors.err"
-    grep -q "^elastic: training step failed at step [0-9]* (rank(s) 0 gone): world 3 -> 2 " "$TMP/survivors.out" ||
-        fail "no shrink from world 3 to 2 reported"
-    grep -q "check-sync: parameters, optimizer state identical on all 2 rank(s)" "$TMP/survivors.out" ||
-        fail "the survivors' replicas are not shown identical"
+    grep -q "^elastic: training step failed at step [0-9]* (rank(s) 0 gone): world 4 -> 3 " "$TMP/survivors.out" ||
+        fail "no shrink from world 4 to 3 reported"
+    grep -q "^elastic: 1 process(es) joined after step [0-9]*: world 3 -> 4 " "$TMP/survivors.out" ||
+        fail "the node started after the move was not taken in (world 3 -> 4)"
+    grep -q "^spmdrun: joining round 0 in place as node 3 " "$TMP/n3.err" || fail "node 3 did not join in place"
+    grep -q "check-sync: parameters, optimizer state identical on all 4 rank(s)" "$TMP/survivors.out" ||
+        fail "the replicas (the joiner's included) are not shown identical"
     grep -q "the launcher's store is gone" "$TMP/survivors.out" "$TMP/survivors.err" &&
         fail "a worker group could not follow the store"
     # the new host says so, the other node follows it; both summaries say it
@@ -173,7 +207,7 @@ losehost)
             "$TMP/$f.err" || fail "$f's summary does not name the lost store host"
         grep -q "^spmdrun: round 0: the store's host, node 0 ([^)]*), was lost at [0-9_:-]*; the store moved to node 1 ([^)]*) at 10.232.0.2:[0-9]*" \
             "$TMP/$f.err" || fail "$f's summary does not say where the store moved"
-        grep -q "^spmdrun: round 0 complete with 2 node(s) of the 3 that took part" "$TMP/$f.err" ||
+        grep -q "^spmdrun: round 0 complete with 3 node(s) of the 4 that took part" "$TMP/$f.err" ||
             fail "$f's summary does not count the nodes"
     done
     grep -q "was killed by signal\|exited with code" "$TMP/survivors.err" && fail "a survivor lost a worker of its own"

@@ -222,10 +222,11 @@ int rz_failover(sr_rdzv *r, char *err, size_t errlen) {
         r->standby = NULL;
         r->standby_ep[0] = 0;
         snprintf(r->nodes[to].standby, sizeof r->nodes[to].standby, "store");
-        fprintf(stderr, "spmdrun: the rendezvous store at %s is gone with %s (%s); this node (node %d) hosts it "
-                        "now at %s:%d: start nodes that join later with --rdzv-endpoint %s:%d\n",
-                old_ep, oldname, cause, to, r->ep_host, r->ep_port, r->ep_host, r->ep_port);
         rc = post_round(r, old, when, err, errlen);
+        if (!rc) /* said once the round is there: a node started on this line finds it */
+            fprintf(stderr, "spmdrun: the rendezvous store at %s is gone with %s (%s); this node (node %d) hosts "
+                            "it now at %s:%d: start nodes that join later with --rdzv-endpoint %s:%d\n",
+                    old_ep, oldname, cause, to, r->ep_host, r->ep_port, r->ep_host, r->ep_port);
     } else {
         fprintf(stderr, "spmdrun: the rendezvous store at %s is gone with %s (%s); it moved to node %d (%s) at "
                         "%s:%d\n", old_ep, oldname, cause, to, r->nodes[to].host, r->ep_host, r->ep_port);
