@@ -85,8 +85,8 @@ endforeach()
 # remaining node with an error naming the lost one; --on-failure replace: a
 # whole node SIGKILLed and a new one started in its place, back at world 4;
 # the node hosting the rendezvous store SIGKILLed: the store moves, the
-# others finish.
-foreach(mode lose join below replace losehost)
+# others finish (losehost), or, below MIN, end naming it (belowhost).
+foreach(mode lose join below replace losehost belowhost)
   add_test(NAME spmdrun_nnodes_netns_${mode} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/nnodes_netns.sh
            $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${mode})
   set_tests_properties(spmdrun_nnodes_netns_${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE

@@ -35,10 +35,15 @@
 #          shrinks to world 3 on the same store and takes the joiner in
 #          (world 4); all finish with bit-identical replicas and
 #          the summaries name the lost store host and where the store went.
+#   belowhost --nnodes 3:3, one worker per node, node 0 (the store's host)
+#          in the first namespace, nodes 1 and 2 in the second, whose
+#          processes of the first are SIGKILLed after step 2: the store
+#          moves to node 1, where both remaining spmdruns end with an error
+#          naming the lost store host and the minimum, exit 1, no hang.
 # Checked every time: the global steps logged are 1..N, each once; where
 # the job finishes, --check-sync finds every replica (joiners included)
 # bit-identical.  Skips (77) without namespaces or the data.
-#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace|losehost
+#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace|losehost|belowhost
 SPMDRUN=$1 TRAIN=$2 MODE=$3
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 . "$(dirname "$0")/../launcher/lib.sh"
@@ -54,6 +59,7 @@ lose | replace) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 
 losehost) NN=1:3 SPMD_RDZV_LAST_CALL=300s NPROC=1 ;; # the round waits for all three
 join) NN=1:2 SPMD_RDZV_LAST_CALL=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=30s ;; # node 0 starts alone; nobody is lost
 below) NN=3:3 ;;
+belowhost) NN=3:3 NPROC=1 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
 export SPMD_RDZV_LAST_CALL
@@ -167,6 +173,11 @@ below)
     kill -KILL $(pids_in "$NS1")
     wait $N2 && fail "node 2 survived its SIGKILL"
     ;;
+belowhost)
+    nodes_1_2 "$NS1" "$NS1"
+    read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
+    kill -KILL $(pids_in "$NS0") 2>/dev/null
+    ;;
 esac
 drain 6 "$TMP/n0.out"
 wait $N0
@@ -272,6 +283,16 @@ below)
         [ "$rc" -eq 1 ] || fail "node $i's spmdrun exited $rc, expected 1"
         grep -q "2 node(s) left, fewer than the minimum 3 (--nnodes 3:3); lost: node [12] ([^)]*) at [0-9_:-]*: sent no keep-alive" \
             "$TMP/n$i.err" || fail "node $i does not name the lost node and the minimum"
+    done
+    ;;
+belowhost)
+    [ $rc0 -eq 0 ] && fail "node 0 survived its SIGKILL"
+    for i in 1 2; do
+        eval "wait \$N$i"
+        rc=$?
+        [ "$rc" -eq 1 ] || fail "node $i's spmdrun exited $rc, expected 1"
+        grep -q "2 node(s) left, fewer than the minimum 3 (--nnodes 3:3); lost: node 0 ([^)]*) at [0-9_:-]*: hosted the rendezvous store, which closed its connections" \
+            "$TMP/n$i.err" || fail "node $i does not name the lost store host and the minimum"
     done
     ;;
 esac
