@@ -95,11 +95,25 @@ hold_rank1() { # NS: SIGSTOP the worker of RANK=1 in NS (its pid in R1)
     done
     [ -n "$R1" ] && kill -STOP "$R1" || fail "no rank 1 in $1"
 }
-resume_when_joining() { # FD FILE N: once N join tickets show in FILE (read from FD), rank 1 resumes; FD drains on (pid DR)
+resume_when_joining() { # FD FILE N [CHECK]: once N join tickets show in FILE (read from FD), CHECK runs and
+    # rank 1 resumes; FD drains on (pid DR)
     read_until "$1" "$2" "$3" "joiner: ticket [0-9]* taken; waiting to be admitted"
+    [ -z "$4" ] || $4
     kill -CONT "$R1"
     drain "$1" "$2"
     DR=$!
+}
+joiner_standby() { # losehost: the joiner's stand-ins are node 2's standby, then its own node's, not the
+    # store it joined at (node 1's, where the store is now)
+    SB=
+    for p in $(pids_in "$NS0"); do
+        _e=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x "SPMD_STORE_STANDBY=.*") && SB=${_e#*=}
+    done
+    case "$SB" in
+    "$EP",*) fail "the joiner's stand-ins start at the store: $SB" ;;
+    10.232.0.2:[0-9]*,10.232.0.1:[0-9]*) ;;
+    *) fail "the joiner's SPMD_STORE_STANDBY is '$SB', expected node 2's then its own node's" ;;
+    esac
 }
 nodes_1_2() { # NS_OF_NODE_1 NS_OF_NODE_2: start them in the background (pids N1 N2)
     node n1 "$1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
@@ -146,7 +160,7 @@ losehost)
         --rdzv-endpoint "$EP" --rdzv-id nn --on-failure shrink "$TRAIN" $TRAIN_ARGS >"$TMP/n3.out" 2>"$TMP/n3.efifo" &
     N3=$!
     exec 8<"$TMP/n3.efifo"
-    resume_when_joining 8 "$TMP/n3.err" 1
+    resume_when_joining 8 "$TMP/n3.err" 1 joiner_standby
     D3=$DR
     ;;
 join)

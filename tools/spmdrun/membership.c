@@ -187,6 +187,7 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
     }
     rz_members_taken(r, v); /* the members' standby stores, who hosts the store */
     free(v);
+    if (rz_moved_taken(r, err, errlen)) return -1;
     snprintf(r->nodes[r->node_rank].host, sizeof r->nodes[0].host, "%s", r->a->host);
     snprintf(r->nodes[r->node_rank].standby, sizeof r->nodes[0].standby, "%s", rz_standby_field(r));
     r->nodes[r->node_rank].joined = 1;

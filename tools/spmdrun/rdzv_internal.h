@@ -93,6 +93,9 @@ const char *rz_standby_field(const sr_rdzv *r);
 /* Take the round's member list (text: its 9th field per member is the
  * standby) into r: members_text, each node's standby, store_node. */
 void rz_members_taken(sr_rdzv *r, const char *text);
+/* A node joining a running round: if the store moved already (`moved`),
+ * take its new host from there.  0 or -1. */
+int rz_moved_taken(sr_rdzv *r, char *err, size_t errlen);
 /* The stand-ins, in the order to try them ("host:port,..."), for the
  * workers' SPMD_STORE_STANDBY. */
 void rz_standby_list(const sr_rdzv *r, char *out, size_t outlen);

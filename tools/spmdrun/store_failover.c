@@ -56,6 +56,17 @@ const char *rz_standby_field(const sr_rdzv *r) {
     return r->server ? "store" : r->standby_ep[0] ? r->standby_ep : "-";
 }
 
+int rz_moved_taken(sr_rdzv *r, char *err, size_t errlen) {
+    char k[256], *v = NULL;
+    rz_key(r, r->round, k, sizeof k, "moved");
+    int g = rz_try_get(r, k, &v, err, errlen);
+    int old, to;
+    if (g == 1 && sscanf(v, "%d %d", &old, &to) == 2 && to >= 0 && to < r->nnodes)
+        r->store_node = r->tried_past = to; /* the stand-ins up to it are gone */
+    free(v);
+    return g < 0 ? -1 : 0;
+}
+
 void rz_members_taken(sr_rdzv *r, const char *text) {
     free(r->members_text);
     r->members_text = strdup(text);
@@ -160,7 +171,7 @@ static int post_round(sr_rdzv *r, int old, const char *when, char *err, size_t e
     rz_key(r, r->round, k, sizeof k, "nlost");
     if (created && rz_add(r, k, created, &n, err, errlen)) return -1;
     rz_key(r, r->round, k, sizeof k, "moved");
-    snprintf(v, sizeof v, "%d %s", old, when);
+    snprintf(v, sizeof v, "%d %d %s", old, r->node_rank, when);
     return rz_set(r, k, v, err, errlen);
 }
 
