@@ -218,40 +218,10 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
     return 1;
 }
 
-/* In place: learn the round's joiners and losses.  0, 1 the round ended
- * (fewer than MIN nodes left), -1 error. */
-static int refresh(sr_rdzv *r, char *err, size_t errlen) {
+/* In place: the lost/<r> records, when nlost moved.  1 it moved, 0 not, -1 error. */
+static int read_losses(sr_rdzv *r, char *err, size_t errlen) {
     char k[256], *v = NULL;
-    int64_t slots, nlost;
-    rz_key(r, r->round, k, sizeof k, "slots");
-    if (rz_add(r, k, 0, &slots, err, errlen)) return -1;
-    for (int i = r->nnodes; i < slots; i++) {
-        rz_node *n = node_at(r, i);
-        if (!n) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        n->joined = 1;
-        snprintf(n->host, sizeof n->host, "?");
-        sr_now_text(n->when, sizeof n->when);
-    }
-    if (slots > r->nnodes) r->nnodes = (int)slots;
-    for (int i = 0; i < r->nnodes; i++) { /* a joiner's host, once it said */
-        rz_node *n = &r->nodes[i];
-        if (!n->joined || strcmp(n->host, "?") || n->lost) continue;
-        rz_key(r, r->round, k, sizeof k, "slot/%d", i);
-        int g = rz_try_get(r, k, &v, err, errlen);
-        if (g < 0) return -1;
-        if (g == 0) continue;
-        int nproc = 0;
-        snprintf(n->standby, sizeof n->standby, "-");
-        if (sscanf(v, "%d %255s %263s", &nproc, n->host, n->standby) < 2) snprintf(n->host, sizeof n->host, "?");
-        n->nproc = nproc;
-        free(v);
-        if (i != r->node_rank)
-            fprintf(stderr, "spmdrun: node %d (%s, %d worker(s)) joined round %d at %s; %d node(s) now\n", i,
-                    n->host, nproc, r->round, n->when, live_nodes(r));
-    }
+    int64_t nlost;
     rz_key(r, r->round, k, sizeof k, "nlost");
     if (rz_add(r, k, 0, &nlost, err, errlen)) return -1;
     if (nlost == r->nlost_seen) return 0;
@@ -276,8 +246,48 @@ static int refresh(sr_rdzv *r, char *err, size_t errlen) {
         fprintf(stderr, "spmdrun: node %d (%s) lost at %s: %s; %d node(s) go on (--nnodes %d:%d)\n", i, n->host,
                 n->when, n->why, live_nodes(r), r->cfg->min_nodes, r->cfg->max_nodes);
     }
+    return 1;
+}
+
+/* In place: learn the round's joiners and losses (the losses first, so the
+ * counts said with a joiner are right).  0, 1 the round ended (fewer than
+ * MIN nodes left), -1 error. */
+static int refresh(sr_rdzv *r, char *err, size_t errlen) {
+    char k[256], *v = NULL;
+    int64_t slots;
+    rz_key(r, r->round, k, sizeof k, "slots");
+    if (rz_add(r, k, 0, &slots, err, errlen)) return -1;
+    for (int i = r->nnodes; i < slots; i++) {
+        rz_node *n = node_at(r, i);
+        if (!n) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        n->joined = 1;
+        snprintf(n->host, sizeof n->host, "?");
+        sr_now_text(n->when, sizeof n->when);
+    }
+    if (slots > r->nnodes) r->nnodes = (int)slots;
+    int moved = read_losses(r, err, errlen);
+    if (moved < 0) return -1;
+    for (int i = 0; i < r->nnodes; i++) { /* a joiner's host, once it said */
+        rz_node *n = &r->nodes[i];
+        if (!n->joined || strcmp(n->host, "?") || n->lost) continue;
+        rz_key(r, r->round, k, sizeof k, "slot/%d", i);
+        int g = rz_try_get(r, k, &v, err, errlen);
+        if (g < 0) return -1;
+        if (g == 0) continue;
+        int nproc = 0;
+        snprintf(n->standby, sizeof n->standby, "-");
+        if (sscanf(v, "%d %255s %263s", &nproc, n->host, n->standby) < 2) snprintf(n->host, sizeof n->host, "?");
+        n->nproc = nproc;
+        free(v);
+        if (i != r->node_rank)
+            fprintf(stderr, "spmdrun: node %d (%s, %d worker(s)) joined round %d at %s; %d node(s) now\n", i,
+                    n->host, nproc, r->round, n->when, live_nodes(r));
+    }
     int live = live_nodes(r);
-    if (live >= r->cfg->min_nodes || r->self_lost) return 0;
+    if (!moved || live >= r->cfg->min_nodes || r->self_lost) return 0;
     char list[1500], text[1800];
     lost_list(r, list, sizeof list);
     snprintf(text, sizeof text, "%d node(s) left, fewer than the minimum %d (--nnodes %d:%d); lost: %s", live,
