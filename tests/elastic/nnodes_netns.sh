@@ -155,13 +155,19 @@ losehost)
     EP=$(sed -n 's/.*start nodes that join later with --rdzv-endpoint \([0-9.:]*\)$/\1/p' "$TMP/n1.err")
     drain 7 "$TMP/n1.err"
     D1=$!
-    [ -n "$EP" ] || fail "node 1 did not print the store's new endpoint"
-    SPMD_LOG_LEVEL=info ip netns exec "$NS0" "$SPMDRUN" --nnodes $NN --nproc-per-node 1 --rdzv-backend c10d \
-        --rdzv-endpoint "$EP" --rdzv-id nn --on-failure shrink "$TRAIN" $TRAIN_ARGS >"$TMP/n3.out" 2>"$TMP/n3.efifo" &
-    N3=$!
-    exec 8<"$TMP/n3.efifo"
-    resume_when_joining 8 "$TMP/n3.err" 1 joiner_standby
-    D3=$DR
+    if [ -z "$EP" ]; then # the store did not move: nothing to join (and no hang)
+        fail "node 1 did not print the store's new endpoint"
+        kill -CONT "$R1"
+        : >"$TMP/n3.err"
+        N3=$D1 D3=$D1
+    else
+        SPMD_LOG_LEVEL=info ip netns exec "$NS0" "$SPMDRUN" --nnodes $NN --nproc-per-node 1 --rdzv-backend c10d \
+            --rdzv-endpoint "$EP" --rdzv-id nn --on-failure shrink "$TRAIN" $TRAIN_ARGS >"$TMP/n3.out" 2>"$TMP/n3.efifo" &
+        N3=$!
+        exec 8<"$TMP/n3.efifo"
+        resume_when_joining 8 "$TMP/n3.err" 1 joiner_standby
+        D3=$DR
+    fi
     ;;
 join)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
