@@ -3,6 +3,9 @@
 spmd_test(test_elastic_revoke SOURCES mp/test_elastic_revoke.c LABELS mp fault elastic TIMEOUT 240)
 spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault elastic TIMEOUT 400)
 spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
+# The launcher's store gone (spmdrun's in place: SPMD_STORE_STANDBY): the
+# group shrinks on the first stand-in that answers, then on the next.
+spmd_test(test_elastic_launcher_store SOURCES mp/test_elastic_launcher_store.c LABELS mp fault elastic TIMEOUT 240)
 # spmd_elastic around a training loop: shrink, two killed at once, grow, replace.
 spmd_test(test_elastic_train SOURCES mp/test_elastic_train.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
 # Deaths inside the recovery (SPMD_TEST_DIE_AT: in the shrink's agreement and
