@@ -44,8 +44,11 @@ if(TARGET spmd_torch)
   # monitored_barrier, per-operation timeouts, destroy with a peer gone
   # (both torches; in the torch2 label on 2.x)
   spmd_torch_test(torch_timeouts python 1 torch_timeouts.py)
+  # what torch's suite checks beyond results: profiler events of the list
+  # and coalesced collectives, sequence numbers (both torches)
+  spmd_torch_test(torch_suite_parity python 1 torch_suite_parity.py)
   if(SPMD_TORCH_MAJOR GREATER_EQUAL 2)
-    set_tests_properties(torch_timeouts PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
+    set_tests_properties(torch_timeouts torch_suite_parity PROPERTIES LABELS "torch;torch2;no-asan;no-tsan")
   endif()
   # The README's pip path, installed into a temporary directory and used
   # alone.  It builds libspmd and the module from scratch: one at a time.

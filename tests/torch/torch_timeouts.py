@@ -2,7 +2,9 @@
 
 - monitored_barrier (which torch accepts for gloo alone; spmd_torch lets it
   through) names the rank that did not arrive, or all of them with
-  wait_all_ranks, within its timeout, and passes when everyone comes;
+  wait_all_ranks, within its timeout, and passes when everyone comes; with
+  no time left (timeout 0) rank 0 names every rank not yet arrived; the
+  errors are worded as gloo's, which torch's suite matches;
 - an operation's own timeout (the options' `timeout`, torch's per-op
   deadline) fails it with a timeout error in about that time, not the group's
   10 minutes, and aborts the group on every rank; Work.wait(timeout) gives up
@@ -67,6 +69,19 @@ def monitored(rank, world, path, q, ev, ev2):
     g = dist.new_group(list(range(world)))
     q.put(("pass", rank) + error_of(lambda: dist.monitored_barrier(
         g, timeout=datetime.timedelta(seconds=120))))
+    dist.destroy_process_group()
+
+
+def monitored_no_time(rank, world, path, q, ev, ev2):
+    """Rank 0's monitored_barrier with timeout 0, the others away: rank 0
+    has no time to wait for anyone (gloo's "Rank 0 timed out")."""
+    init(rank, world, path)
+    if rank == 0:
+        q.put(("zero", rank) + error_of(lambda: dist.monitored_barrier(
+            timeout=datetime.timedelta(seconds=0))))
+        ev.set()
+    else:
+        ev.wait()  # still in the group (not gone) while rank 0 looks for them
     dist.destroy_process_group()
 
 
@@ -156,13 +171,25 @@ def check_monitored():
     assert "Rank 2 failed to pass monitoredBarrier in 3000 ms" in msg, msg
     assert secs < HANG_GUARD
     msg, _ = r[("first", 1)]
-    assert "Rank 1 reached monitoredBarrier" in msg and "rank 0" in msg, msg
+    # gloo's wording (torch's suite matches it), then spmd's cause
+    assert "Rank 1 successfully reached monitoredBarrier, but received errors while waiting " \
+        "for send/recv from rank 0: rank 0 did not release it within 3000 ms" in msg, msg
     ev.set()
     r = collect(q, 2 * world)
     msg, _ = r[("all", 0)]
     assert "Ranks 1, 2 failed to pass monitoredBarrier in 2000 ms" in msg, msg
     for rank in range(world):
         assert r[("pass", rank)][0] == "no error", r[("pass", rank)]
+    finish(procs)
+
+
+def check_monitored_no_time():
+    world = 3
+    print("monitored_barrier, timeout 0, ranks 1 and 2 away:", flush=True)
+    procs, q, _, _ = start(monitored_no_time, world)
+    msg, _ = collect(q, 1)[("zero", 0)]
+    assert "[Rank 0]: Rank 0 timed out in monitoredBarrier after 0 ms, with no time left to " \
+        "wait for Rank 1 (ranks that did not arrive: 1, 2)" in msg, msg
     finish(procs)
 
 
@@ -199,6 +226,7 @@ def check_destroy(peer_dies):
 
 def main():
     check_monitored()
+    check_monitored_no_time()
     check_op_timeout()
     check_destroy(peer_dies=False)
     check_destroy(peer_dies=True)

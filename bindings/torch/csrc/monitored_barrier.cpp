@@ -55,8 +55,10 @@ void ProcessGroupSpmd::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     spmd_status st = spmd_isend(group_, &token, 1, SPMD_U8, 0, tag, &arrived.w);
     if (st == SPMD_OK) st = spmd_irecv(group_, &ack, 1, SPMD_U8, 0, tag, &released.w);
     if (st == SPMD_OK) st = spmd_work_wait(released.w, remainingMs(deadline));
+    // Worded as gloo's (torch's suite matches it), then spmd's cause.
     TORCH_CHECK(st == SPMD_OK, "spmd: Rank ", rank_,
-                " reached monitoredBarrier, but rank 0 did not release it within ",
+                " successfully reached monitoredBarrier, but received errors while waiting "
+                "for send/recv from rank 0: rank 0 did not release it within ",
                 timeout.count(), " ms (",
                 released.w ? spmd_work_errmsg(released.w) : spmd_group_errmsg(group_),
                 "); rank 0's error names the rank that did not arrive");
@@ -73,7 +75,20 @@ void ProcessGroupSpmd::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
   std::vector<int> missing;
   std::string details;
   for (int r = 1; r < size_; r++) {
-    spmd_status st = spmd_work_wait(arrivals[r].w, remainingMs(deadline));
+    const int left = remainingMs(deadline);
+    if (left == 0 && !waitAllRanks && spmd_work_test(arrivals[r].w) == SPMD_ERR_AGAIN) {
+      // Rank 0's own time ran out before it could wait for rank r (gloo's
+      // wording: the timeout was spent on earlier ranks, or was 0): name
+      // every rank not yet arrived.
+      std::string ranks;
+      for (int q = r; q < size_; q++)
+        if (spmd_work_test(arrivals[q].w) != SPMD_OK)
+          ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+      TORCH_CHECK(false, "spmd: [Rank 0]: Rank 0 timed out in monitoredBarrier after ",
+                  timeout.count(), " ms, with no time left to wait for Rank ", r,
+                  " (ranks that did not arrive: ", ranks, ")");
+    }
+    spmd_status st = spmd_work_wait(arrivals[r].w, left);
     if (st == SPMD_OK) continue;
     missing.push_back(r);
     if (st != SPMD_ERR_TIMEOUT)

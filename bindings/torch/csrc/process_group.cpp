@@ -79,11 +79,13 @@ ProcessGroupSpmd::~ProcessGroupSpmd() {
 
 ProcessGroupSpmd::WorkPtr ProcessGroupSpmd::newWork(OpType op, const char* what,
                                                    std::vector<at::Tensor> outputs,
+                                                   const std::vector<at::Tensor>& inputs,
                                                    std::chrono::milliseconds timeout) {
   TORCH_CHECK(!state_->retired, "spmd ", what, ": rank ", rank_,
               ": this process group was replaced by spmd_torch.elastic's recovery; "
               "use the group recover() returned");
-  auto w = c10::make_intrusive<WorkSpmd>(rank_, op, what, std::move(outputs));
+  if (op != OpType::SEND && op != OpType::RECV && op != OpType::RECVANYSOURCE) seq_++;
+  auto w = c10::make_intrusive<WorkSpmd>(rank_, op, what, std::move(outputs), inputs);
   w->keepGroup(state_);
   w->setTimeout(timeout);
   return w;
@@ -111,7 +113,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::issued(const WorkPtr& w, spmd_s
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
-  auto w = newWork(OpType::BROADCAST, "broadcast", tensors, opts.timeout);
+  auto w = newWork(OpType::BROADCAST, "broadcast", tensors, tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_broadcast_async(group_, t.data_ptr(), t.nbytes(), SPMD_U8,
                                      (int)opts.rootRank, nullptr, &h_), true);
 }
@@ -122,12 +124,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce(std::vector<at::Tenso
     TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM,
                 "spmd allreduce: sparse tensors can only be summed (ReduceOp.SUM)");
     tensors[0].copy_(sparseAllReduceSum(group_, tensors[0]));
-    return issued(newWork(OpType::ALLREDUCE, "allreduce", tensors, opts.timeout), SPMD_OK, false);
+    return issued(newWork(OpType::ALLREDUCE, "allreduce", tensors, tensors, opts.timeout),
+                  SPMD_OK, false);
   }
   const at::Tensor& t = single(tensors, "allreduce");
   spmd_dtype dt = reduceDtype(t, "allreduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "allreduce");
-  auto w = newWork(OpType::ALLREDUCE, "allreduce", tensors, opts.timeout);
+  auto w = newWork(OpType::ALLREDUCE, "allreduce", tensors, tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_all_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt,
                                       op, nullptr, &h_), true);
 }
@@ -157,7 +160,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allreduce_coalesced(
     dts.push_back(reduceDtype(flats.back(), what));
     ops.push_back(reduceOp(opts.reduceOp, flats.back(), what));
   }
-  auto w = newWork(OpType::ALLREDUCE_COALESCED, what, tensors, opts.timeout);
+  auto w = newWork(OpType::ALLREDUCE_COALESCED, what, tensors, tensors, opts.timeout);
   for (const at::Tensor& f : flats) w->keepAlive(f);
   w->onSuccess([flats, byType] {
     for (size_t i = 0; i < flats.size(); i++) unflatten(flats[i], byType[i]);
@@ -177,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce(std::vector<at::Tensor>&
   const at::Tensor& t = single(tensors, "reduce");
   spmd_dtype dt = reduceDtype(t, "reduce");
   spmd_op op = reduceOp(opts.reduceOp, t, "reduce");
-  auto w = newWork(OpType::REDUCE, "reduce", tensors, opts.timeout);
+  auto w = newWork(OpType::REDUCE, "reduce", tensors, tensors, opts.timeout);
   SPMD_ISSUE(w, spmd_reduce_async(group_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(), dt, op,
                                   (int)opts.rootRank, nullptr, &h_), true);
 }
@@ -191,7 +194,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather(
   checkSameShape(outputs[0], in, "allgather");
   std::vector<void*> bufs;
   for (at::Tensor& o : outputs[0]) bufs.push_back(o.data_ptr());
-  auto w = newWork(OpType::ALLGATHER, "allgather", outputs[0], opts.timeout);
+  auto w = newWork(OpType::ALLGATHER, "allgather", outputs[0], inputs, opts.timeout);
   w->keepAlive(in);
   SPMD_ISSUE(w, spmd_all_gather_list_async(group_, in.data_ptr(), bufs.data(), in.nbytes(),
                                            SPMD_U8, nullptr, &h_), true);
@@ -206,7 +209,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_allgather_base(at::Tensor& out
                   output.numel() == input.numel() * size_,
               "spmd _allgather_base: the output must hold world_size (", size_,
               ") times the input's elements, of the same dtype");
-  auto w = newWork(OpType::_ALLGATHER_BASE, "_allgather_base", {output}, opts.timeout);
+  auto w = newWork(OpType::_ALLGATHER_BASE, "_allgather_base", {output}, {input}, opts.timeout);
   w->keepAlive(input);
   SPMD_ISSUE(w, spmd_all_gather_async(group_, input.data_ptr(), output.data_ptr(), input.nbytes(),
                                       SPMD_U8, nullptr, &h_), true);
@@ -227,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_coalesced(
   at::Tensor all = at::empty({flat.numel() * size_}, flat.options());
   std::vector<at::Tensor> outs;
   for (auto& list : outputs) outs.insert(outs.end(), list.begin(), list.end());
-  auto w = newWork(OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs, opts.timeout);
+  auto w = newWork(OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs, inputs, opts.timeout);
   w->keepAlive(flat);
   w->keepAlive(all);
   w->onSuccess([all, outs] { unflatten(all, outs); });
@@ -253,7 +256,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::gather(
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "spmd gather: only the root (", root, ") takes output tensors");
   }
-  auto w = newWork(OpType::GATHER, "gather", outs, opts.timeout);
+  auto w = newWork(OpType::GATHER, "gather", outs, inputs, opts.timeout);
   w->keepAlive(in);
   if (all.defined()) {
     w->keepAlive(all);
@@ -279,7 +282,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::scatter(
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "spmd scatter: only the root (", root, ") takes input tensors");
   }
-  auto w = newWork(OpType::SCATTER, "scatter", outputs, opts.timeout);
+  auto w = newWork(OpType::SCATTER, "scatter", outputs,
+                   inputs.empty() ? std::vector<at::Tensor>{} : inputs[0], opts.timeout);
   if (all.defined()) w->keepAlive(all);
   SPMD_ISSUE(w, spmd_scatter_async(group_, all.defined() ? all.data_ptr() : nullptr,
                                    out.data_ptr(), out.nbytes(), SPMD_U8, root, nullptr, &h_),
@@ -296,7 +300,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter(
   spmd_dtype dt = reduceDtype(out, "reduce_scatter");
   spmd_op op = reduceOp(opts.reduceOp, out, "reduce_scatter");
   at::Tensor all = flatten(inputs[0]);
-  auto w = newWork(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, opts.timeout);
+  auto w = newWork(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, outputs, opts.timeout);
   w->keepAlive(all);
   SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, all.data_ptr(), out.data_ptr(),
                                           (size_t)out.numel(), dt, op, nullptr, &h_), true);
@@ -312,7 +316,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::_reduce_scatter_base(
               ") times the output's elements, of the same dtype");
   spmd_dtype dt = reduceDtype(output, "_reduce_scatter_base");
   spmd_op op = reduceOp(opts.reduceOp, output, "_reduce_scatter_base");
-  auto w = newWork(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output}, opts.timeout);
+  auto w = newWork(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output}, {output},
+                   opts.timeout);
   w->keepAlive(input);
   SPMD_ISSUE(w, spmd_reduce_scatter_async(group_, input.data_ptr(), output.data_ptr(),
                                           (size_t)output.numel(), dt, op, nullptr, &h_), true);
@@ -343,7 +348,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::allgather_into_tensor_coalesced
                 "spmd ", what, ": output ", i, " must hold world_size (", size_,
                 ") times input ", i, "'s elements, of the same dtype");
   }
-  auto w = newWork(OpType::COALESCED, what, outputs, opts.timeout);
+  auto w = newWork(OpType::COALESCED, what, outputs, inputs, opts.timeout);
   for (size_t i = 0; i < inputs.size(); i++) {
     w->keepAlive(inputs[i]);
     spmd_work* h = nullptr;
@@ -372,7 +377,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::reduce_scatter_tensor_coalesced
     dts.push_back(reduceDtype(outputs[i], what));
     ops.push_back(reduceOp(opts.reduceOp, outputs[i], what));
   }
-  auto w = newWork(OpType::COALESCED, what, outputs, opts.timeout);
+  auto w = newWork(OpType::COALESCED, what, outputs, inputs, opts.timeout);
   for (size_t i = 0; i < inputs.size(); i++) {
     w->keepAlive(inputs[i]);
     spmd_work* h = nullptr;
@@ -417,7 +422,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall_base(
   checkTensor(output, "alltoall_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "spmd alltoall_base: dtypes differ (",
               input.scalar_type(), " in, ", output.scalar_type(), " out)");
-  auto w = newWork(OpType::ALLTOALL_BASE, "alltoall_base", {output}, opts.timeout);
+  auto w = newWork(OpType::ALLTOALL_BASE, "alltoall_base", {output}, {input}, opts.timeout);
   w->keepAlive(input);
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(input.numel() == output.numel() && input.nbytes() % size_ == 0,
@@ -456,7 +461,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor
   }
   at::Tensor in = flatten(inputs);
   at::Tensor out = at::empty({(int64_t)(roff / inputs[0].element_size())}, in.options());
-  auto w = newWork(OpType::ALLTOALL, "alltoall", outputs, opts.timeout);
+  auto w = newWork(OpType::ALLTOALL, "alltoall", outputs, inputs, opts.timeout);
   w->keepAlive(in);
   w->keepAlive(out);
   std::vector<at::Tensor> outs = outputs;
@@ -467,28 +472,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::alltoall(std::vector<at::Tensor
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::barrier(const c10d::BarrierOptions& opts) {
-  auto w = newWork(OpType::BARRIER, "barrier", {}, opts.timeout);
+  auto w = newWork(OpType::BARRIER, "barrier", {}, {}, opts.timeout);
   SPMD_ISSUE(w, spmd_barrier_async(group_, nullptr, &h_), true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::send(std::vector<at::Tensor>& tensors,
                                                       int dstRank, int tag) {
   const at::Tensor& t = single(tensors, "send");
-  auto w = newWork(OpType::SEND, "send", tensors);
+  auto w = newWork(OpType::SEND, "send", tensors, tensors);
   SPMD_ISSUE(w, spmd_isend(group_, t.data_ptr(), t.nbytes(), SPMD_U8, dstRank, tag, &h_), false);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::recv(std::vector<at::Tensor>& tensors,
                                                       int srcRank, int tag) {
   const at::Tensor& t = single(tensors, "recv");
-  auto w = newWork(OpType::RECV, "recv", tensors);
+  auto w = newWork(OpType::RECV, "recv", tensors, tensors);
   SPMD_ISSUE(w, spmd_irecv(group_, t.data_ptr(), t.nbytes(), SPMD_U8, srcRank, tag, &h_), false);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpmd::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                int tag) {
   const at::Tensor& t = single(tensors, "recv");
-  auto w = newWork(OpType::RECVANYSOURCE, "recv", tensors);
+  auto w = newWork(OpType::RECVANYSOURCE, "recv", tensors, tensors);
   SPMD_ISSUE(w, spmd_irecv(group_, t.data_ptr(), t.nbytes(), SPMD_U8, SPMD_ANY_SOURCE, tag, &h_),
              false);
 }

@@ -92,6 +92,12 @@ class ProcessGroupSpmd : public BackendBase {
   // 0 with a deadline (opts.timeout, else the group's) that names the ranks
   // that did not arrive, as gloo's does.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  // Sequence numbers, as gloo's: how many collectives this rank has issued
+  // on the group (point-to-point ops not counted), from 0 on every rank.
+  // torch's ProcessGroupWrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) compares
+  // them across ranks before each collective to report a desync.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
@@ -115,8 +121,10 @@ class ProcessGroupSpmd : public BackendBase {
 
  private:
   using WorkPtr = c10::intrusive_ptr<WorkSpmd>;
+  // outputs: the op's result; inputs: what the profiler records (WorkSpmd);
   // timeout: the operation's own (its options'); kUnsetTimeout for none.
   WorkPtr newWork(c10d::OpType op, const char* what, std::vector<at::Tensor> outputs,
+                  const std::vector<at::Tensor>& inputs,
                   std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
   // Check an issue call's status; on failure the work fails with the group's
   // message.  Returns the work, queued on the completer (collectives).
@@ -125,6 +133,7 @@ class ProcessGroupSpmd : public BackendBase {
   std::shared_ptr<GroupState> state_;
   spmd_group* group_ = nullptr;  // state_->group
   std::chrono::milliseconds timeout_;  // the group's (init_process_group's timeout)
+  std::atomic<uint64_t> seq_{0};  // collectives issued (getSequenceNumberForGroup)
   unsigned monitoredBarriers_ = 0;  // how many this rank entered (their tags differ)
   std::shared_ptr<Completer> completer_;
 };

@@ -14,17 +14,18 @@ namespace spmd_torch {
 
 namespace {
 // The profiler's name of an operation: gloo's names with "spmd:" (torch's
-// suite and users' traces look events up by them).
+// suite and users' traces look events up by them); like gloo's, a coalesced
+// all_reduce or all_gather is named as the plain one.
 const char* profilingTitle(c10d::OpType op) {
   using c10d::OpType;
   switch (op) {
     case OpType::BROADCAST: return "spmd:broadcast";
     case OpType::ALLREDUCE: return "spmd:all_reduce";
-    case OpType::ALLREDUCE_COALESCED: return "spmd:allreduce_coalesced";
+    case OpType::ALLREDUCE_COALESCED: return "spmd:all_reduce";
     case OpType::REDUCE: return "spmd:reduce";
     case OpType::ALLGATHER: return "spmd:all_gather";
     case OpType::_ALLGATHER_BASE: return "spmd:all_gather_into_tensor";
-    case OpType::ALLGATHER_COALESCED: return "spmd:all_gather_coalesced";
+    case OpType::ALLGATHER_COALESCED: return "spmd:all_gather";
     case OpType::GATHER: return "spmd:gather";
     case OpType::SCATTER: return "spmd:scatter";
     case OpType::REDUCE_SCATTER: return "spmd:reduce_scatter";
@@ -40,9 +41,9 @@ const char* profilingTitle(c10d::OpType op) {
 }
 }  // namespace
 
-WorkSpmd::WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, op, profilingTitle(op),
-                 c10::optional<std::vector<at::Tensor>>(outputs)),
+WorkSpmd::WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs,
+                   const std::vector<at::Tensor>& inputs)
+    : c10d::Work(rank, op, profilingTitle(op), c10::optional<std::vector<at::Tensor>>(inputs)),
       what_(what),
       outputs_(std::move(outputs)) {
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));

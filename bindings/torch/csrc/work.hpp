@@ -24,9 +24,12 @@ struct GroupState;
 // One torch operation: zero or more spmd handles (issued in order), the
 // tensors the op writes (its result), buffers that must live until it ends,
 // and a step run on success (copying a packed buffer back into a list).
+// `inputs` are what the profiler records as the op's input shapes: the op's
+// inputs, as gloo records them (torch's suite compares the shapes).
 class WorkSpmd : public c10d::Work {
  public:
-  WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs);
+  WorkSpmd(int rank, c10d::OpType op, const char* what, std::vector<at::Tensor> outputs,
+           const std::vector<at::Tensor>& inputs);
   ~WorkSpmd() override;
 
   void addHandle(spmd_work* w) { handles_.push_back(w); }
