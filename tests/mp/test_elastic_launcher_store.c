@@ -7,7 +7,9 @@
  * skipped), epoch 1 with every rank and exact sums; then B is killed and the
  * next shrink meets on C, the stand-in after B (epoch 2). */
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "harness.h"
 #include "mp/mp_fork.h"
 #include "spmd/group.h"
@@ -17,6 +19,17 @@
 
 static pid_t store_pid[3]; /* A, B, C */
 static int store_port[3];
+
+/* Shared by the forked ranks: how many have left each move's barrier.  No
+ * group operation may be in flight on any rank when one of them shrinks
+ * (the shrink revokes the old group: a peer still finishing a barrier would
+ * fail it), so the ranks meet here, outside the group, before the kill. */
+static _Atomic int *left_barrier;
+
+static void meet(int move) {
+    atomic_fetch_add(&left_barrier[move], 1);
+    while (atomic_load(&left_barrier[move]) < WORLD) sched_yield();
+}
 
 /* A store server in a process of its own; 0 or -1. */
 static int host_store(int i) {
@@ -34,9 +47,9 @@ static int host_store(int i) {
     return store_pid[i] > 0 ? 0 : -1;
 }
 
-/* Rank 0: kill store i and return once it refuses connections. */
+/* Rank 0 kills store i; every rank returns once it refuses connections. */
 static int kill_store(int idx, int i) {
-    CREQ(kill(store_pid[i], SIGKILL) == 0, "kill store %d", i);
+    if (idx == 0) CREQ(kill(store_pid[i], SIGKILL) == 0, "kill store %d", i);
     char err[256];
     for (;;) { /* the kernel closes its socket as it dies: refused from then on */
         spmd_store *s = NULL;
@@ -69,8 +82,9 @@ static int rank_main(int idx, void *arg) {
     CREQ(spmd_group_init(NULL, &cur, err, sizeof err) == SPMD_OK, "%s", err);
     for (int move = 1; move <= 2; move++) { /* A dies, then B */
         CREQ(spmd_barrier(cur) == SPMD_OK, "%s", spmd_group_errmsg(cur));
-        if (idx == 0 && kill_store(idx, move - 1)) return 1;
-        CREQ(spmd_barrier(cur) == SPMD_OK, "%s", spmd_group_errmsg(cur));
+        meet(move);
+        /* every rank waits until the store refuses: nobody shrinks on it */
+        if (kill_store(idx, move - 1)) return 1;
         spmd_group *next = NULL;
         CREQ(spmd_group_shrink(cur, &next, err, sizeof err) == SPMD_OK, "shrink after store %c died: %s",
              "AB"[move - 1], err);
@@ -94,6 +108,8 @@ int main(void) {
     char list[128];
     snprintf(list, sizeof list, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", dead, store_port[1], store_port[2]);
     setenv("SPMD_STORE_STANDBY", list, 1);
+    left_barrier = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(left_barrier != MAP_FAILED);
     int status[WORLD];
     CHECK(mp_fork_run(WORLD, NULL, WORLD, NULL, rank_main, NULL, 90, status) == 0);
     for (int i = 0; i < WORLD; i++) CHECK_MSG(mp_exited_ok(status[i]), "rank %d failed (status %#x)", i, status[i]);
