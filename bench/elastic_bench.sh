@@ -10,7 +10,10 @@
 # itself as step KILL_AT begins (SPMD_TRAIN_KILL); printed: the time from the
 # kill to the survivors' first step after it (the kill's wall time against the
 # recovery line's), the steps lost (1 when the step in flight was redone, 0
-# when a survivor had committed it), the final test accuracy of both runs.
+# when a survivor had committed it), the final test accuracy of both runs;
+# then the same kill under --on-failure replace (BENCH_REPLACE=0 skips it):
+# the time from the kill to the replacement being taken in, after which the
+# next step runs at world 4 again.
 # torch (when PYTHON has torch and torchrun runs): the same kill under
 # torchrun --max-restarts 1 with a checkpoint every CKPT_EVERY (100) steps:
 # the time from the kill to the restarted workers' resuming, the steps redone,
@@ -33,8 +36,8 @@ TMP=$(mktemp -d /tmp/elastic_bench.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 echo "# $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); CNN, world 4, batch 16 per rank, $EPOCHS epoch(s)"
 
-spmd() {  # name [SPMD_TRAIN_KILL]
-    SPMD_TRAIN_KILL=${2:-} SPMD_HEARTBEAT_TIMEOUT=0 "$RUN" --standalone --nproc-per-node 4 --on-failure shrink \
+spmd() {  # name [SPMD_TRAIN_KILL [shrink|replace]]
+    SPMD_TRAIN_KILL=${2:-} SPMD_HEARTBEAT_TIMEOUT=0 "$RUN" --standalone --nproc-per-node 4 --on-failure "${3:-shrink}" \
         "$TRAIN" --elastic --model cnn --batch-size 16 --epochs "$EPOCHS" --threads 1 --seed 1 \
         --log-every 50 --check-sync ${SPMD_EXTRA:-} > "$TMP/$1.out" 2> "$TMP/$1.err"
     echo $?
@@ -56,6 +59,23 @@ echo "spmd  --elastic: rank $VICTIM killed at step $AT; kill to first step after
      "steps lost $lost; accuracy $(acc "$TMP/killed.out") (unfaulted $(acc "$TMP/clean.out"))"
 echo "      $line"
 
+# With a replacement (--on-failure replace): spmdrun starts a new worker in
+# the killed one's place; it loads the data, receives the state from a
+# survivor and is taken in at the next step boundary (world 4 again).
+if [ "${BENCH_REPLACE:-1}" = 1 ]; then
+    rc=$(spmd replaced "$VICTIM:$AT" replace)
+    [ "$rc" = 0 ] || { echo "the run with a replacement failed:"; tail -5 "$TMP/replaced.err"; exit 1; }
+    kill_t=$(sed -n 's/.*SIGKILLs itself as step .* at \([0-9.]*\)$/\1/p' "$TMP/replaced.err" | head -1)
+    join=$(grep 'spmd-train: joined as rank' "$TMP/replaced.err" | head -1)
+    join_t=$(echo "$join" | sed -n 's/.* at \([0-9.]*\)$/\1/p')
+    grep -q "check-sync: parameters, optimizer state identical on all 4 rank(s)" "$TMP/replaced.out" ||
+        echo "WARNING: the replicas were not shown identical after the replacement"
+    echo "spmd  --elastic, --on-failure replace: kill to the joiner taken in (its first step next) $(awk "BEGIN {printf \"%.3f\", $join_t - $kill_t}") s;" \
+         "accuracy $(acc "$TMP/replaced.out")"
+    echo "      $join"
+fi
+
+[ "${BENCH_TORCH:-1}" = 0 ] && exit 0
 if ! "$PY" -c "import torch" 2>/dev/null; then
     echo "torch: $PY has no torch (set PYTHON): the torchrun comparison is skipped"
     exit 0

@@ -3,6 +3,9 @@
 spmd_test(test_elastic_revoke SOURCES mp/test_elastic_revoke.c LABELS mp fault elastic TIMEOUT 240)
 spmd_test(test_elastic_shrink SOURCES mp/test_elastic_shrink.c LABELS mp fault elastic TIMEOUT 400)
 spmd_test(test_elastic_grow SOURCES mp/test_elastic_grow.c LABELS mp fault elastic TIMEOUT 300)
+# The launcher's store gone (spmdrun's in place: SPMD_STORE_STANDBY): the
+# group shrinks on the first stand-in that answers, then on the next.
+spmd_test(test_elastic_launcher_store SOURCES mp/test_elastic_launcher_store.c LABELS mp fault elastic TIMEOUT 240)
 # spmd_elastic around a training loop: shrink, two killed at once, grow, replace.
 spmd_test(test_elastic_train SOURCES mp/test_elastic_train.c LIBS spmdnn LABELS mp fault elastic TIMEOUT 400)
 # Deaths inside the recovery (SPMD_TEST_DIE_AT: in the shrink's agreement and
@@ -83,8 +86,10 @@ endforeach()
 # (tests/elastic/nnodes_netns.sh): a whole node SIGKILLed, the others finish;
 # a node started mid-run joins, world 2 -> 4; a loss below MIN ends every
 # remaining node with an error naming the lost one; --on-failure replace: a
-# whole node SIGKILLed and a new one started in its place, back at world 4.
-foreach(mode lose join below replace)
+# whole node SIGKILLed and a new one started in its place, back at world 4;
+# the node hosting the rendezvous store SIGKILLed: the store moves, the
+# others finish (losehost), or, below MIN, end naming it (belowhost).
+foreach(mode lose join below replace losehost belowhost)
   add_test(NAME spmdrun_nnodes_netns_${mode} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/elastic/nnodes_netns.sh
            $<TARGET_FILE:spmdrun> $<TARGET_FILE:spmd-train> ${mode})
   set_tests_properties(spmdrun_nnodes_netns_${mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE

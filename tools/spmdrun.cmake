@@ -7,6 +7,7 @@ set(SPMDRUN_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/flight.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/guard.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/membership.c
+  ${CMAKE_CURRENT_LIST_DIR}/spmdrun/store_failover.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/output.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/rendezvous.c
   ${CMAKE_CURRENT_LIST_DIR}/spmdrun/report.c

@@ -70,6 +70,9 @@ int spmd__listen(const char *host, int port, int backlog, int *bound_port, char 
 /* Connect to host:port before deadline (retrying ECONNREFUSED while the peer
  * is not up yet).  Returns a non-blocking fd or -1 with err filled. */
 int spmd__connect(const char *host, int port, int64_t deadline, char *err, size_t errlen);
+/* As spmd__connect, to a server known to have been up: a refused connection
+ * is final (it is gone), other failures are retried until the deadline. */
+int spmd__connect_up(const char *host, int port, int64_t deadline, char *err, size_t errlen);
 /* accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC and the usual options; -1 on error (errno). */
 int spmd__accept(int listen_fd);
 /* The local address this host would use to reach `remote` (no packet is sent);

@@ -107,7 +107,8 @@ static int connect_once(struct addrinfo *ai, int64_t deadline, int *err_out) {
     return fd;
 }
 
-int spmd__connect(const char *host, int port, int64_t deadline, char *err, size_t errlen) {
+static int connect_until(const char *host, int port, int64_t deadline, int refusal_final, char *err,
+                         size_t errlen) {
     struct addrinfo *res = NULL;
     if (resolve(host, port, 0, &res, err, errlen)) return -1;
     int last = ECONNREFUSED;
@@ -118,7 +119,7 @@ int spmd__connect(const char *host, int port, int64_t deadline, char *err, size_
             if (fd >= 0) { freeaddrinfo(res); return fd; }
         }
         /* The server may simply not be up yet: retry refused/unreachable until the deadline. */
-        if (spmd__remaining_ms(deadline) == 0 ||
+        if (spmd__remaining_ms(deadline) == 0 || (refusal_final && last == ECONNREFUSED) ||
             !(last == ECONNREFUSED || last == ENETUNREACH || last == EHOSTUNREACH ||
               last == ETIMEDOUT || last == ECONNRESET || last == EAGAIN))
             break;
@@ -130,6 +131,14 @@ int spmd__connect(const char *host, int port, int64_t deadline, char *err, size_
     spmd__fail_errno(err, errlen, last == ETIMEDOUT ? SPMD_ERR_TIMEOUT : SPMD_ERR_SYSTEM, last,
                      "connect to %s:%d", host, port);
     return -1;
+}
+
+int spmd__connect(const char *host, int port, int64_t deadline, char *err, size_t errlen) {
+    return connect_until(host, port, deadline, 0, err, errlen);
+}
+
+int spmd__connect_up(const char *host, int port, int64_t deadline, char *err, size_t errlen) {
+    return connect_until(host, port, deadline, 1, err, errlen);
 }
 
 int spmd__accept(int listen_fd) {

@@ -58,6 +58,8 @@ struct spmd_group {
     int store_host;               /* the rank of this group that hosts its store, -1: none (a launcher does) */
     spmd_store_server *standby_server; /* owned: the standby store this rank hosts (standby.c) */
     char standby_addr[300];       /* "port host" of the standby store, "" when there is none */
+    char launcher_standby[1024];  /* a launcher's store (store_host -1): "host:port,..." of the stores its
+                                   * successors host, in the order to try when it is gone (SPMD_STORE_STANDBY) */
 
     /* last error message of a call on this group */
     pthread_mutex_t err_mu;
@@ -136,6 +138,13 @@ spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoc
 /* A connection to the standby store with g's prefix, into *root and *store. */
 spmd_status spmd__group_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *err,
                                         size_t errlen);
+/* A launcher's store: g's stand-ins from SPMD_STORE_STANDBY (standby.c). */
+void spmd__group_launcher_standby(spmd_group *g);
+/* The launcher's store is gone: connect to the first of g's stand-ins that
+ * is not gone too (a refusal is final), into *root and *store with g's
+ * prefix; *rest gets the stand-ins after it (the new group's). */
+spmd_status spmd__group_launcher_standby_connect(spmd_group *g, spmd_store **root, spmd_store **store, char *rest,
+                                                 size_t restlen, char *err, size_t errlen);
 void spmd__group_free(spmd_group *g);
 
 /* ---- collective executor (executor.c) ----------------------------------- */

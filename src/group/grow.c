@@ -185,6 +185,7 @@ spmd_status spmd_group_join(const spmd_group_opts *opts, spmd_group **out, char 
     s->parent_ranks = parents;
     s->epoch = epoch;
     s->store_host = store_host;
+    if (!opts->store) spmd__group_launcher_standby(s);
     s->timeout_ms = timeout_ms;
     s->local_rank = env.local_rank;
     s->local_world = env.local_world;

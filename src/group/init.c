@@ -259,6 +259,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     if (host_store && world > 1) g->store_host = 0; /* rank 0 started it above */
     if ((st = spmd__group_connect(g, bind_host, err, errlen))) goto fail;
     if ((st = spmd__group_standby_start(g, err, errlen))) goto fail;
+    if (!host_store && !opts->store && g->store_host < 0) spmd__group_launcher_standby(g); /* a launcher's store */
     *out = g;
     return SPMD_OK;
 fail:

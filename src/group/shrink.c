@@ -39,6 +39,7 @@ typedef struct {
     spmd_group *g;
     spmd_store *rv, *rv_root;
     int on_standby;
+    char *standby_rest;       /* [1024]: a launcher's stand-ins after the one met on (the new group's) */
     int epoch;
     int64_t deadline;
     int retry;
@@ -300,6 +301,7 @@ spmd_group *spmd__group_successor(const spmd_group *g, int rank, int n, int epoc
     s->local_world = g->local_world < n ? g->local_world : n;
     snprintf(s->name, sizeof s->name, "%s", g->name);
     snprintf(s->bind_host, sizeof s->bind_host, "%s", g->bind_host);
+    snprintf(s->launcher_standby, sizeof s->launcher_standby, "%s", g->launcher_standby);
     char base[sizeof g->store_prefix];
     spmd__group_base_prefix(g, base, sizeof base);
     snprintf(s->store_prefix, sizeof s->store_prefix, "%.180se%d/", base, epoch);
@@ -328,6 +330,8 @@ static spmd_status form(attempt *a, int *members, int n, int me, spmd_group **ou
         return SPMD_ERR_REMOTE;
     }
     s->store_host = new_store_host(a, members, n);
+    if (a->on_standby && g->store_host < 0) /* met on a launcher's stand-in: the ones after it remain */
+        snprintf(s->launcher_standby, sizeof s->launcher_standby, "%s", a->standby_rest);
     formation *f = calloc(1, sizeof *f);
     pthread_t th;
     if (!f) {
@@ -392,10 +396,19 @@ static spmd_status choose_store(attempt *a, spmd_store **sb_root, spmd_store **s
         free(v);
         if (st == SPMD_OK || st == SPMD_ERR_NOTFOUND) return SPMD_OK;
     }
+    char inner[SPMD__ERRLEN];
+    if (g->store_host < 0 && g->launcher_standby[0]) { /* the launcher's store moved with its host's successor */
+        if ((st = spmd__group_launcher_standby_connect(g, sb_root, sb, a->standby_rest, 1024, inner, sizeof inner)))
+            return spmd__fail(err, errlen, st, "rank %d: the launcher's store is gone (%s), and %s", g->rank,
+                              spmd_store_errmsg(g->store), inner);
+        a->rv = *sb;
+        a->rv_root = *sb_root;
+        a->on_standby = 1;
+        return SPMD_OK;
+    }
     if (!g->standby_addr[0])
         return spmd__fail(err, errlen, SPMD_ERR_REMOTE, "rank %d: the store is unreachable (%s), and the group has no standby",
                           g->rank, spmd_store_errmsg(g->store));
-    char inner[SPMD__ERRLEN];
     if ((st = spmd__group_standby_connect(g, sb_root, sb, inner, sizeof inner)))
         return spmd__fail(err, errlen, st, "rank %d: the store (on rank %d) is gone, and %s", g->rank, g->store_host,
                           inner);
@@ -449,10 +462,11 @@ spmd_status spmd_group_shrink(spmd_group *g, spmd_group **out, char *err, size_t
     if (!atomic_load(&g->t.failed))
         spmd__group_fail(g, SPMD_ERR_ABORTED, 1, "rank %d is shrinking the group", g->rank);
     spmd_store *sb_root = NULL, *sb = NULL; /* the standby, once moved to */
+    char rest[1024] = "";
     int64_t deadline = spmd__group_deadline(g);
     spmd_status st;
     for (;;) {
-        attempt a = {.g = g, .epoch = g->epoch + ++g->shrink_attempts, .deadline = deadline};
+        attempt a = {.g = g, .epoch = g->epoch + ++g->shrink_attempts, .deadline = deadline, .standby_rest = rest};
         st = shrink_once(&a, &sb_root, &sb, out, err, errlen);
         if (!st || !a.retry || spmd__remaining_ms(deadline) == 0) break;
         SPMD_LOGI("group %s rank %d: shrink to epoch %d failed (%s); trying the next", g->name, g->rank, a.epoch,

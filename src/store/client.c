@@ -122,8 +122,8 @@ static void announce_no_secret(const char *host, int port, int tmo) {
     close(fd);
 }
 
-spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_store **out,
-                               char *err, size_t errlen) {
+static spmd_status connect_store(const char *host, int port, int timeout_ms, int up, spmd_store **out,
+                                 char *err, size_t errlen) {
     const char *shown = host && *host ? host : "localhost";
     if (!out) return spmd__fail(err, errlen, SPMD_ERR_INVALID, "store connect: out is NULL");
     if (port <= 0 || port > 65535)
@@ -142,7 +142,8 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
     /* A handshake cut short (the server shed us under a flood of strangers,
      * or restarted) is retried until the deadline; a refusal is final. */
     for (;;) {
-        fd = spmd__connect(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2);
+        fd = up ? spmd__connect_up(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2)
+                : spmd__connect(host && *host ? host : "127.0.0.1", port, deadline, e2, sizeof e2);
         if (fd < 0)
             return spmd__fail(err, errlen,
                               spmd__remaining_ms(deadline) == 0 ? SPMD_ERR_TIMEOUT : SPMD_ERR_SYSTEM,
@@ -177,6 +178,16 @@ spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_
     atomic_init(&h->timeout_ms, tmo);
     *out = h;
     return SPMD_OK;
+}
+
+spmd_status spmd_store_connect(const char *host, int port, int timeout_ms, spmd_store **out,
+                               char *err, size_t errlen) {
+    return connect_store(host, port, timeout_ms, 0, out, err, errlen);
+}
+
+spmd_status spmd__store_connect_up(const char *host, int port, int timeout_ms, spmd_store **out, char *err,
+                                   size_t errlen) {
+    return connect_store(host, port, timeout_ms, 1, out, err, errlen);
 }
 
 spmd_status spmd_store_reconnect(spmd_store *h, spmd_store **out, char *err, size_t errlen) {

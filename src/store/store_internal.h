@@ -143,5 +143,10 @@ void spmd__store_server_memory(spmd_store_server *s, size_t *peak_bytes, int *re
 /* Clients the server refused in the handshake so far; *at_ns and last (the
  * last one's "client ADDR: cause") when there was one. */
 unsigned spmd__store_server_refusals(spmd_store_server *s, uint64_t *at_ns, char *last, size_t len);
+/* spmd_store_connect to a server that was up (a standby store, the launcher's
+ * successor): a refused connection means it is gone and fails at once
+ * (SPMD_ERR_SYSTEM) instead of being retried until the deadline. */
+spmd_status spmd__store_connect_up(const char *host, int port, int timeout_ms, spmd_store **out, char *err,
+                                   size_t errlen);
 
 #endif

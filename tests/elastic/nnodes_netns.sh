@@ -24,10 +24,26 @@
 #          the namespace: it waits for room until node 1 is marked lost,
 #          joins in place as node 2, and its workers are the replacements
 #          the survivors wait for: the job ends at world 4.
+#   losehost --nnodes 1:3: node 0 (the store's host, 1 worker) in the
+#          first namespace, nodes 1 (2 workers) and 2 (1) in the second; once
+#          step 3 is logged rank 1 (on node 1) is held (SIGSTOP) and every process of
+#          the first namespace is SIGKILLed: the store moves to node 1's
+#          standby (the lowest live node rank) and node 1 prints its
+#          endpoint; node 2 follows it.  A new node started in the first
+#          namespace with that endpoint joins the running round as node 3;
+#          once its worker took its join ticket rank 1 resumes: the group
+#          shrinks to world 3 on the same store and takes the joiner in
+#          (world 4); all finish with bit-identical replicas and
+#          the summaries name the lost store host and where the store went.
+#   belowhost --nnodes 3:3, one worker per node, node 0 (the store's host)
+#          in the first namespace, nodes 1 and 2 in the second, whose
+#          processes of the first are SIGKILLed after step 2: the store
+#          moves to node 1, where both remaining spmdruns end with an error
+#          naming the lost store host and the minimum, exit 1, no hang.
 # Checked every time: the global steps logged are 1..N, each once; where
 # the job finishes, --check-sync finds every replica (joiners included)
 # bit-identical.  Skips (77) without namespaces or the data.
-#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace
+#   nnodes_netns.sh SPMDRUN SPMD_TRAIN lose|join|below|replace|losehost|belowhost
 SPMDRUN=$1 TRAIN=$2 MODE=$3
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 . "$(dirname "$0")/../launcher/lib.sh"
@@ -40,8 +56,10 @@ ip -n "$NS0" link set "$V0" up && ip -n "$NS1" link set "$V1" up || { fail "name
 export SPMD_TIMEOUT=120s SPMD_HEARTBEAT_TIMEOUT=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=8s
 case $MODE in
 lose | replace) NN=1:2 SPMD_RDZV_LAST_CALL=300s ;; # the round waits for node 1 (a hang guard only)
+losehost) NN=1:3 SPMD_RDZV_LAST_CALL=300s NPROC=1 ;; # the round waits for all three
 join) NN=1:2 SPMD_RDZV_LAST_CALL=0 SPMD_RDZV_KEEPALIVE_TIMEOUT=30s ;; # node 0 starts alone; nobody is lost
 below) NN=3:3 ;;
+belowhost) NN=3:3 NPROC=1 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
 export SPMD_RDZV_LAST_CALL
@@ -55,7 +73,7 @@ PORT=0 ON_FAILURE=shrink
 node() { # NAME NS [spmdrun options]: a node's spmdrun, output in $TMP/NAME.{out,err}
     _name=$1 _ns=$2
     shift 2
-    ip netns exec "$_ns" "$SPMDRUN" --nnodes $NN --nproc-per-node 2 --rdzv-backend c10d \
+    ip netns exec "$_ns" "$SPMDRUN" --nnodes $NN --nproc-per-node "${NPROC:-2}" --rdzv-backend c10d \
         --rdzv-endpoint "10.232.0.1:$PORT" --rdzv-id nn --on-failure $ON_FAILURE "$@" "$TRAIN" $TRAIN_ARGS
 }
 # node 0 hosts the store: its port from its stderr, its stdout read as it comes
@@ -70,6 +88,39 @@ drain 5 "$TMP/n0.err"
 D0=$!
 
 pids_in() { ip netns pids "$1" | tr '\n' ' '; }
+hold_rank1() { # NS: SIGSTOP the worker of RANK=1 in NS (its pid in R1)
+    R1=
+    for p in $(pids_in "$1"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && R1=$p
+    done
+    [ -n "$R1" ] && kill -STOP "$R1" || fail "no rank 1 in $1"
+}
+resume_when_joining() { # FD FILE N [CHECK]: once N join tickets show in FILE (read from FD), CHECK runs and
+    # rank 1 resumes; FD drains on (pid DR)
+    read_until "$1" "$2" "$3" "joiner: ticket [0-9]* taken; waiting to be admitted"
+    [ -z "$4" ] || $4
+    kill -CONT "$R1"
+    drain "$1" "$2"
+    DR=$!
+}
+joiner_standby() { # losehost: the joiner's stand-ins are node 2's standby, then its own node's, not the
+    # store it joined at (node 1's, where the store is now)
+    SB=
+    for p in $(pids_in "$NS0"); do
+        _e=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x "SPMD_STORE_STANDBY=.*") && SB=${_e#*=}
+    done
+    case "$SB" in
+    "$EP",*) fail "the joiner's stand-ins start at the store: $SB" ;;
+    10.232.0.2:[0-9]*,10.232.0.1:[0-9]*) ;;
+    *) fail "the joiner's SPMD_STORE_STANDBY is '$SB', expected node 2's then its own node's" ;;
+    esac
+}
+nodes_1_2() { # NS_OF_NODE_1 NS_OF_NODE_2: start them in the background (pids N1 N2)
+    node n1 "$1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
+    N1=$!
+    node n2 "$2" >"$TMP/n2.out" 2>"$TMP/n2.err" &
+    N2=$!
+}
 case $MODE in
 lose)
     node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.err" &
@@ -88,14 +139,39 @@ replace)
     node n2 "$NS1" >"$TMP/n2.out" 2>"$TMP/n2.err" &
     N2=$!
     ;;
+losehost)
+    mkfifo "$TMP/n1.efifo" "$TMP/n3.efifo"
+    NPROC=2 # (rank 1 held is not its node's only worker: spmdrun ends a stopped worker whose others are done)
+    node n1 "$NS1" --node-rank 1 >"$TMP/n1.out" 2>"$TMP/n1.efifo" &
+    N1=$!
+    NPROC=1
+    exec 7<"$TMP/n1.efifo"
+    node n2 "$NS1" --node-rank 2 >"$TMP/n2.out" 2>"$TMP/n2.err" &
+    N2=$!
+    read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 3:"
+    hold_rank1 "$NS1" # the group cannot step on without it: room for the joiner
+    kill -KILL $(pids_in "$NS0") 2>/dev/null # the store's host, its guard and its worker at once
+    read_until 7 "$TMP/n1.err" 1 "hosts it now at .*: start nodes that join later with --rdzv-endpoint "
+    EP=$(sed -n 's/.*start nodes that join later with --rdzv-endpoint \([0-9.:]*\)$/\1/p' "$TMP/n1.err")
+    drain 7 "$TMP/n1.err"
+    D1=$!
+    if [ -z "$EP" ]; then # the store did not move: nothing to join (and no hang)
+        fail "node 1 did not print the store's new endpoint"
+        kill -CONT "$R1"
+        : >"$TMP/n3.err"
+        N3=$D1 D3=$D1
+    else
+        SPMD_LOG_LEVEL=info ip netns exec "$NS0" "$SPMDRUN" --nnodes $NN --nproc-per-node 1 --rdzv-backend c10d \
+            --rdzv-endpoint "$EP" --rdzv-id nn --on-failure shrink "$TRAIN" $TRAIN_ARGS >"$TMP/n3.out" 2>"$TMP/n3.efifo" &
+        N3=$!
+        exec 8<"$TMP/n3.efifo"
+        resume_when_joining 8 "$TMP/n3.err" 1 joiner_standby
+        D3=$DR
+    fi
+    ;;
 join)
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
-    R1=
-    for p in $(pids_in "$NS0"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && R1=$p
-    done
-    [ -n "$R1" ] || fail "no rank 1 under node 0"
-    kill -STOP "$R1"
+    hold_rank1 "$NS0"
     # refused, not restarted: a node without --on-failure shrink|replace
     node nx "$NS1" --on-failure restart >"$TMP/nx.out" 2>"$TMP/nx.err" && fail "a node not in place was let in"
     grep -q "round 0 runs in place (--on-failure shrink|replace): start this node with --on-failure shrink or replace" \
@@ -108,19 +184,19 @@ join)
     SPMD_LOG_LEVEL=info node n1 "$NS1" >"$TMP/n1.out" 2>"$TMP/n1.efifo" &
     N1=$!
     exec 7<"$TMP/n1.efifo"
-    read_until 7 "$TMP/n1.err" 2 "joiner: ticket [0-9]* taken; waiting to be admitted"
-    kill -CONT "$R1"
-    drain 7 "$TMP/n1.err"
-    D1=$!
+    resume_when_joining 7 "$TMP/n1.err" 2
+    D1=$DR
     ;;
 below)
-    node n1 "$NS0" >"$TMP/n1.out" 2>"$TMP/n1.err" &
-    N1=$!
-    node n2 "$NS1" >"$TMP/n2.out" 2>"$TMP/n2.err" &
-    N2=$!
+    nodes_1_2 "$NS0" "$NS1"
     read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
     kill -KILL $(pids_in "$NS1")
     wait $N2 && fail "node 2 survived its SIGKILL"
+    ;;
+belowhost)
+    nodes_1_2 "$NS1" "$NS1"
+    read_until 6 "$TMP/n0.out" 1 "^epoch [0-9]* step 2:"
+    kill -KILL $(pids_in "$NS0") 2>/dev/null
     ;;
 esac
 drain 6 "$TMP/n0.out"
@@ -134,6 +210,48 @@ steps_once() { # FILE: the global steps it logs are 1..N, each once
     [ "$_n" -gt 3 ] && [ "$_got" = "$(seq 1 "$_n" | tr '\n' ' ')" ] || fail "$1: steps logged: $_got"
 }
 case $MODE in
+losehost)
+    [ $rc0 -eq 0 ] && fail "node 0 survived its SIGKILL"
+    wait $N1 || fail "node 1's spmdrun exited $?"
+    wait $N2 || fail "node 2's spmdrun exited $?"
+    wait $N3 || fail "node 3's spmdrun (joined after the store moved) exited $?"
+    wait $D1
+    wait $D3
+    cat "$TMP/n1.out" "$TMP/n2.out" >"$TMP/survivors.out"
+    cat "$TMP/n1.err" "$TMP/n2.err" >"$TMP/survivors.err"
+    grep -q "^elastic: training step failed at step [0-9]* (rank(s) 0 gone): world 4 -> 3 " "$TMP/survivors.out" ||
+        fail "no shrink from world 4 to 3 reported"
+    grep -q "^elastic: 1 process(es) joined after step [0-9]*: world 3 -> 4 " "$TMP/survivors.out" ||
+        fail "the node started after the move was not taken in (world 3 -> 4)"
+    grep -q "^spmdrun: joining round 0 in place as node 3 " "$TMP/n3.err" || fail "node 3 did not join in place"
+    grep -q "check-sync: parameters, optimizer state identical on all 4 rank(s)" "$TMP/survivors.out" ||
+        fail "the replicas (the joiner's included) are not shown identical"
+    grep -q "the launcher's store is gone" "$TMP/survivors.out" "$TMP/survivors.err" &&
+        fail "a worker group could not follow the store"
+    # the new host says so, the other node follows it; both summaries say it
+    grep -q "^spmdrun: the rendezvous store at 10.232.0.1:$PORT is gone with node 0 ([^)]*) (.*); this node (node 1) hosts it now at 10.232.0.2:[0-9]*: start nodes that join later with --rdzv-endpoint 10.232.0.2:[0-9]*" \
+        "$TMP/survivors.err" || fail "node 1 does not say it hosts the store now"
+    grep -q "^spmdrun: the rendezvous store at 10.232.0.1:$PORT is gone with node 0 ([^)]*) (.*); it moved to node 1 ([^)]*) at 10.232.0.2:[0-9]*" \
+        "$TMP/survivors.err" || fail "node 2 does not say where the store moved"
+    for f in n1 n2; do
+        grep -q "^spmdrun: round 0: node 0 ([^)]*) was lost at [0-9_:-]*: hosted the rendezvous store, which closed its connections (seen by node 1)" \
+            "$TMP/$f.err" || fail "$f's summary does not name the lost store host"
+        grep -q "^spmdrun: round 0: the store's host, node 0 ([^)]*), was lost at [0-9_:-]*; the store moved to node 1 ([^)]*) at 10.232.0.2:[0-9]*" \
+            "$TMP/$f.err" || fail "$f's summary does not say where the store moved"
+        grep -q "^spmdrun: round 0 complete with 3 node(s) of the 4 that took part" "$TMP/$f.err" ||
+            fail "$f's summary does not count the nodes"
+    done
+    grep -q "was killed by signal\|exited with code" "$TMP/survivors.err" && fail "a survivor lost a worker of its own"
+    # the survivors' rank 0 logs from the recovery on: consecutive steps,
+    # each once, taking over where node 0's log ended (its last step at most
+    # redone: one that committed only on the killed rank is rolled back)
+    _last=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/n0.out" | tail -n 1)
+    _got=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/survivors.out" | tr '\n' ' ')
+    _first=${_got%% *}
+    [ -n "$_first" ] && [ "$_first" -le $((_last + 1)) ] && [ "$_first" -ge "$_last" ] &&
+        [ "$_got" = "$(seq "$_first" $((_first + $(echo "$_got" | wc -w) - 1)) | tr '\n' ' ')" ] ||
+        fail "steps: node 0 logged up to ${_last:-none}, the survivors $_got"
+    ;;
 lose)
     [ $rc0 -eq 0 ] || fail "node 0's spmdrun exited $rc0"
     grep -q "^elastic: training step failed at step [0-9]* (rank(s) [0-9, ]* gone): world 4 -> [23] " "$TMP/n0.out" ||
@@ -187,6 +305,16 @@ below)
             "$TMP/n$i.err" || fail "node $i does not name the lost node and the minimum"
     done
     ;;
+belowhost)
+    [ $rc0 -eq 0 ] && fail "node 0 survived its SIGKILL"
+    for i in 1 2; do
+        eval "wait \$N$i"
+        rc=$?
+        [ "$rc" -eq 1 ] || fail "node $i's spmdrun exited $rc, expected 1"
+        grep -q "2 node(s) left, fewer than the minimum 3 (--nnodes 3:3); lost: node 0 ([^)]*) at [0-9_:-]*: hosted the rendezvous store, which closed its connections" \
+            "$TMP/n$i.err" || fail "node $i does not name the lost store host and the minimum"
+    done
+    ;;
 esac
-[ "$FAILED" -eq 0 ] || show "$TMP"/n*.out "$TMP"/n*.err
+[ "$FAILED" -eq 0 ] && [ -z "$SHOW_ALL" ] || show "$TMP"/n*.out "$TMP"/n*.err
 finish

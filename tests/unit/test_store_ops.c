@@ -296,6 +296,11 @@ static void test_connect_errors(void) {
     CHECK_MSG(ms >= 140 && ms < 30000, "connect gave up after %.1f ms", ms);
     CHECK(c == (spmd_store *)0x1);
     CHECK_MSG(strstr(err, "127.0.0.1") != NULL, "%s", err);
+    /* The same port to a server that was up (a standby store): the refusal
+     * is final at once, not a timeout after the deadline (10 min here). */
+    CHECK(spmd__store_connect_up("127.0.0.1", port, 600000, &c, err, sizeof err) == SPMD_ERR_SYSTEM);
+    CHECK(c == (spmd_store *)0x1);
+    CHECK_MSG(strstr(err, "refused") != NULL, "%s", err);
     CHECK(spmd_store_connect("127.0.0.1", 0, 100, &c, err, sizeof err) == SPMD_ERR_INVALID);
     CHECK(spmd_store_connect("127.0.0.1", 1, 100, NULL, err, sizeof err) == SPMD_ERR_INVALID);
 

@@ -298,8 +298,8 @@ int elastic_epochs(trainer *t, double *train_time, double *eval_time, long *samp
             snprintf(t->err, sizeof t->err, "%s", spmd_elastic_errmsg(r.e));
             rc = dp_fail(t, "joining", SPMD_ERR_REMOTE);
         } else {
-            fprintf(stderr, "spmd-train: joined as rank %d of %d after step %ld (epoch %d)\n", t->rank, t->world,
-                    t->global_step, t->epoch + 1);
+            fprintf(stderr, "spmd-train: joined as rank %d of %d after step %ld (epoch %d) at %.6f\n", t->rank,
+                    t->world, t->global_step, t->epoch + 1, wall_now());
         }
     }
     int stopped = t->o.steps && t->global_step >= t->o.steps;

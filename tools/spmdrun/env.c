@@ -53,14 +53,18 @@ char **sr_env_build(char *const *base, const sr_config *cfg, const sr_assignment
 #undef PUTS
     int nset = set_omp ? NVARS : NVARS - 1;
     const char *join = a->joining ? "SPMD_JOIN=1" : NULL; /* a node joining a running round in place */
+    char standby[sizeof a->standby + 24];
+    snprintf(standby, sizeof standby, "SPMD_STORE_STANDBY=%s", a->standby); /* the store's stand-ins */
     /* OMP_NUM_THREADS is only replaced when we set it; otherwise it passes through. */
     size_t nbase = 0;
     while (base && base[nbase]) nbase++;
-    char **env = calloc(nbase + (size_t)nset + 2, sizeof *env);
+    char **env = calloc(nbase + (size_t)nset + 3, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < nbase; i++) {
-        if (named(base[i], names, nset) || (join && !strncmp(base[i], "SPMD_JOIN=", 10))) continue;
+        if (named(base[i], names, nset) || (join && !strncmp(base[i], "SPMD_JOIN=", 10)) ||
+            !strncmp(base[i], "SPMD_STORE_STANDBY=", 19))
+            continue;
         if (!(env[k++] = strdup(base[i]))) goto oom;
     }
     for (int i = 0; i < nset; i++) {
@@ -69,6 +73,7 @@ char **sr_env_build(char *const *base, const sr_config *cfg, const sr_assignment
         snprintf(env[k++], l, "%s=%s", names[i], vals[i]);
     }
     if (join && !(env[k++] = strdup(join))) goto oom;
+    if (a->standby[0] && !(env[k++] = strdup(standby))) goto oom;
     env[k] = NULL;
     return env;
 oom:

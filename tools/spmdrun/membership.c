@@ -85,6 +85,9 @@ static void round_reset(sr_rdzv *r, int nnodes) {
     r->self_lost = 0;
     r->next_hb_ms = 0;
     r->watched = -1;
+    free(r->posted_end);
+    r->posted_end = NULL;
+    r->moved[0] = 0;
 }
 
 int rz_round_entered(sr_rdzv *r, int rd, char **hosts, int nnodes) {
@@ -182,10 +185,15 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
         if (sscanf(line, "%*d %d %*d %*d %*d %*d %*s %255s", &nr, host) == 2 && nr >= 0 && nr < r->nnodes)
             snprintf(r->nodes[nr].host, sizeof r->nodes[nr].host, "%s", host);
     }
+    rz_members_taken(r, v); /* the members' standby stores, who hosts the store */
     free(v);
+    if (rz_moved_taken(r, err, errlen)) return -1;
     snprintf(r->nodes[r->node_rank].host, sizeof r->nodes[0].host, "%s", r->a->host);
-    char info[SR_HOST_MAX + 32];
-    snprintf(info, sizeof info, "%d %s", cfg->nproc, r->a->host);
+    snprintf(r->nodes[r->node_rank].standby, sizeof r->nodes[0].standby, "%s", rz_standby_field(r));
+    r->nodes[r->node_rank].joined = 1;
+    r->nodes[r->node_rank].nproc = cfg->nproc;
+    char info[2 * SR_HOST_MAX + 32];
+    snprintf(info, sizeof info, "%d %s %s", cfg->nproc, r->a->host, rz_standby_field(r));
     rz_key(r, rd, k, sizeof k, "slot/%d", r->node_rank);
     if (rz_set(r, k, info, err, errlen)) return -1;
     rz_key(r, rd, k, sizeof k, "hb/%d", r->node_rank);
@@ -203,44 +211,17 @@ int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as
     as->joining = 1;
     snprintf(as->master_addr, sizeof as->master_addr, "%s", r->ep_host);
     as->master_port = r->ep_port;
+    rz_standby_list(r, as->standby, sizeof as->standby);
     fprintf(stderr, "spmdrun: joining round %d in place as node %d (%d node(s) with this one): the workers start "
                     "with SPMD_JOIN=1 and the group takes them in at a step boundary\n", rd, r->node_rank,
             as->nnodes);
     return 1;
 }
 
-/* In place: learn the round's joiners and losses.  0, 1 the round ended
- * (fewer than MIN nodes left), -1 error. */
-static int refresh(sr_rdzv *r, char *err, size_t errlen) {
+/* In place: the lost/<r> records, when nlost moved.  1 it moved, 0 not, -1 error. */
+static int read_losses(sr_rdzv *r, char *err, size_t errlen) {
     char k[256], *v = NULL;
-    int64_t slots, nlost;
-    rz_key(r, r->round, k, sizeof k, "slots");
-    if (rz_add(r, k, 0, &slots, err, errlen)) return -1;
-    for (int i = r->nnodes; i < slots; i++) {
-        rz_node *n = node_at(r, i);
-        if (!n) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        n->joined = 1;
-        snprintf(n->host, sizeof n->host, "?");
-        sr_now_text(n->when, sizeof n->when);
-    }
-    if (slots > r->nnodes) r->nnodes = (int)slots;
-    for (int i = 0; i < r->nnodes; i++) { /* a joiner's host, once it said */
-        rz_node *n = &r->nodes[i];
-        if (!n->joined || strcmp(n->host, "?") || n->lost) continue;
-        rz_key(r, r->round, k, sizeof k, "slot/%d", i);
-        int g = rz_try_get(r, k, &v, err, errlen);
-        if (g < 0) return -1;
-        if (g == 0) continue;
-        int nproc = 0;
-        if (sscanf(v, "%d %255s", &nproc, n->host) != 2) snprintf(n->host, sizeof n->host, "?");
-        free(v);
-        if (i != r->node_rank)
-            fprintf(stderr, "spmdrun: node %d (%s, %d worker(s)) joined round %d at %s; %d node(s) now\n", i,
-                    n->host, nproc, r->round, n->when, live_nodes(r));
-    }
+    int64_t nlost;
     rz_key(r, r->round, k, sizeof k, "nlost");
     if (rz_add(r, k, 0, &nlost, err, errlen)) return -1;
     if (nlost == r->nlost_seen) return 0;
@@ -265,8 +246,48 @@ static int refresh(sr_rdzv *r, char *err, size_t errlen) {
         fprintf(stderr, "spmdrun: node %d (%s) lost at %s: %s; %d node(s) go on (--nnodes %d:%d)\n", i, n->host,
                 n->when, n->why, live_nodes(r), r->cfg->min_nodes, r->cfg->max_nodes);
     }
+    return 1;
+}
+
+/* In place: learn the round's joiners and losses (the losses first, so the
+ * counts said with a joiner are right).  0, 1 the round ended (fewer than
+ * MIN nodes left), -1 error. */
+static int refresh(sr_rdzv *r, char *err, size_t errlen) {
+    char k[256], *v = NULL;
+    int64_t slots;
+    rz_key(r, r->round, k, sizeof k, "slots");
+    if (rz_add(r, k, 0, &slots, err, errlen)) return -1;
+    for (int i = r->nnodes; i < slots; i++) {
+        rz_node *n = node_at(r, i);
+        if (!n) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        n->joined = 1;
+        snprintf(n->host, sizeof n->host, "?");
+        sr_now_text(n->when, sizeof n->when);
+    }
+    if (slots > r->nnodes) r->nnodes = (int)slots;
+    int moved = read_losses(r, err, errlen);
+    if (moved < 0) return -1;
+    for (int i = 0; i < r->nnodes; i++) { /* a joiner's host, once it said */
+        rz_node *n = &r->nodes[i];
+        if (!n->joined || strcmp(n->host, "?") || n->lost) continue;
+        rz_key(r, r->round, k, sizeof k, "slot/%d", i);
+        int g = rz_try_get(r, k, &v, err, errlen);
+        if (g < 0) return -1;
+        if (g == 0) continue;
+        int nproc = 0;
+        snprintf(n->standby, sizeof n->standby, "-");
+        if (sscanf(v, "%d %255s %263s", &nproc, n->host, n->standby) < 2) snprintf(n->host, sizeof n->host, "?");
+        n->nproc = nproc;
+        free(v);
+        if (i != r->node_rank)
+            fprintf(stderr, "spmdrun: node %d (%s, %d worker(s)) joined round %d at %s; %d node(s) now\n", i,
+                    n->host, nproc, r->round, n->when, live_nodes(r));
+    }
     int live = live_nodes(r);
-    if (live >= r->cfg->min_nodes || r->self_lost) return 0;
+    if (!moved || live >= r->cfg->min_nodes || r->self_lost) return 0;
     char list[1500], text[1800];
     lost_list(r, list, sizeof list);
     snprintf(text, sizeof text, "%d node(s) left, fewer than the minimum %d (--nnodes %d:%d); lost: %s", live,
@@ -294,7 +315,8 @@ void sr_rdzv_post_change(sr_rdzv *r, const char *kind, const char *text) {
     if (!v) return;
     snprintf(v, len, "%s\n%s", kind, text);
     if (rz_create(r, k, v, e, sizeof e) < 0) fprintf(stderr, "spmdrun: could not tell the other nodes (%s)\n", e);
-    free(v);
+    if (!r->posted_end) r->posted_end = v; /* a successor of the store's host posts it again */
+    else free(v);
 }
 
 char *sr_rdzv_change_text(sr_rdzv *r) {
@@ -378,6 +400,7 @@ int sr_rdzv_exit_barrier(sr_rdzv *r, char *err, size_t errlen) {
     if (r->inplace) {
         rz_key(r, r->round, k, sizeof k, "done/%d", r->node_rank);
         if (rz_set(r, k, "1", err, errlen)) return -1;
+        r->nodes[r->node_rank].done = 1; /* posted again if the store moves */
     } else {
         rz_key(r, r->round, k, sizeof k, "done");
         if (rz_add(r, k, 1, &n, err, errlen)) return -1;
@@ -431,6 +454,7 @@ void sr_rdzv_summary(const sr_rdzv *r) {
             fprintf(stderr, "spmdrun: round %d: node %d (%s) was lost at %s: %s\n", r->round, i, n->host, n->when,
                     n->why);
     }
+    if (r->moved[0]) fprintf(stderr, "spmdrun: round %d: %s\n", r->round, r->moved);
     fprintf(stderr, "spmdrun: round %d complete with %d node(s) of the %d that took part (--nnodes %d:%d)\n",
             r->round, live_nodes(r), r->nnodes, r->cfg->min_nodes, r->cfg->max_nodes);
 }
@@ -438,6 +462,7 @@ void sr_rdzv_summary(const sr_rdzv *r) {
 void sr_rdzv_close(sr_rdzv *r) {
     if (!r) return;
     char k[256], e[256];
+    r->closing = 1; /* the outcome is known: a store lost now is not followed */
     if (r->round >= 0 && r->st && !r->store_lost && !r->self_lost) {
         int64_t one;
         rz_key(r, r->round, k, sizeof k, "exit/%d", r->node_rank);
@@ -458,6 +483,9 @@ void sr_rdzv_close(sr_rdzv *r) {
     }
     if (r->st) spmd_store_close(r->st);
     spmd_store_server_stop(r->server);
+    spmd_store_server_stop(r->standby);
+    free(r->members_text);
+    free(r->posted_end);
     free(r->nodes);
     free(r);
 }

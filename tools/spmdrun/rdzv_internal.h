@@ -19,6 +19,8 @@ typedef struct {
     int done;                  /* its workers all exited 0 (done/<rank> seen) */
     char when[32];             /* when it was lost or joined, wall clock */
     char why[256];             /* why it was lost */
+    int nproc;                 /* its workers (joiners: from slot/<rank>) */
+    char standby[SR_HOST_MAX + 8]; /* its standby store "host:port", "store" (it hosts the store), "-" none */
 } rz_node;
 
 struct sr_rdzv {
@@ -41,6 +43,15 @@ struct sr_rdzv {
     int watched;               /* the node rank whose keep-alive we watch, -1 none */
     int64_t watch_val, watch_changed_ms;
     int store_lost;            /* the connection failed: say nothing more through it */
+    /* the store moving when its host is lost (store_failover.c) */
+    spmd_store_server *standby; /* in place, not hosting: this agent's standby store, until it hosts */
+    char standby_ep[SR_HOST_MAX + 8]; /* its "host:port", "" none */
+    char *members_text;        /* the round's member list as read (re-posted by a successor) */
+    int store_node;            /* the node rank hosting the store, -1 unknown */
+    int tried_past;            /* stand-ins of node ranks <= this were tried already */
+    int moving, closing;       /* a move under way (no nested one); leaving (no move) */
+    char *posted_end;          /* the end record this agent posted (re-posted after a move) */
+    char moved[SR_HOST_MAX * 2 + 256]; /* "the store moved ..." for the summary, "" when it did not */
 };
 
 /* ---- rendezvous.c: store helpers; every failure becomes "store at H:P: ..." */
@@ -72,5 +83,25 @@ int rz_round_entered(sr_rdzv *r, int rd, char **hosts, int nnodes);
  * possible now (why says so; wait for the round's end), -1 error (err). */
 int rz_join_running(sr_rdzv *r, int rd, int nnodes, int world, sr_assignment *as, char *why, size_t whylen,
                     char *err, size_t errlen);
+
+/* ---- store_failover.c: the store moves when its host is lost ---------------- */
+/* In place, not hosting: start this agent's standby store (an empty store on
+ * the address this node reaches the store from, a free port).  0 or -1. */
+int rz_standby_start(sr_rdzv *r, char *err, size_t errlen);
+/* This node's standby field of its node/slot record: "host:port", "store" or "-". */
+const char *rz_standby_field(const sr_rdzv *r);
+/* Take the round's member list (text: its 9th field per member is the
+ * standby) into r: members_text, each node's standby, store_node. */
+void rz_members_taken(sr_rdzv *r, const char *text);
+/* A node joining a running round: if the store moved already (`moved`),
+ * take its new host from there.  0 or -1. */
+int rz_moved_taken(sr_rdzv *r, char *err, size_t errlen);
+/* The stand-ins, in the order to try them ("host:port,..."), for the
+ * workers' SPMD_STORE_STANDBY. */
+void rz_standby_list(const sr_rdzv *r, char *out, size_t outlen);
+/* The store failed (r->store_lost): in place, move to the first stand-in
+ * that answers; as its host, post the round's state there; else wait for
+ * it and re-post this node's own.  0 moved (retry the call), -1 not (err). */
+int rz_failover(sr_rdzv *r, char *err, size_t errlen);
 
 #endif

@@ -48,6 +48,7 @@ typedef struct {
     int arrival, claim, nproc, node_rank, offset, role_offset, role_world;
     char role[72];
     char host[SR_HOST_MAX];
+    char standby[SR_HOST_MAX + 8];
 } member;
 
 
@@ -70,23 +71,35 @@ void rz_key(const sr_rdzv *r, int round, char *out, size_t outlen, const char *f
     va_end(ap);
 }
 
+/* A call failed: 1 when the store moved (store_failover.c) and the call is
+ * to be made again there, else -1 with err filled. */
+static int failed(sr_rdzv *r, const char *what, const char *key, spmd_status st, char *err, size_t errlen) {
+    rz_store_fail(r, what, key, st, err, errlen);
+    return r->store_lost && rz_failover(r, err, errlen) == 0 ? 1 : -1;
+}
+
 int rz_add(sr_rdzv *r, const char *k, int64_t d, int64_t *res, char *err, size_t errlen) {
-    spmd_status st = spmd_store_add(r->st, k, d, res);
-    return st ? rz_store_fail(r, "add", k, st, err, errlen) : 0;
+    spmd_status st;
+    while ((st = spmd_store_add(r->st, k, d, res)))
+        if (failed(r, "add", k, st, err, errlen) < 0) return -1;
+    return 0;
 }
 
 int rz_set(sr_rdzv *r, const char *k, const char *v, char *err, size_t errlen) {
-    spmd_status st = spmd_store_set(r->st, k, v, strlen(v));
-    return st ? rz_store_fail(r, "set", k, st, err, errlen) : 0;
+    spmd_status st;
+    while ((st = spmd_store_set(r->st, k, v, strlen(v))))
+        if (failed(r, "set", k, st, err, errlen) < 0) return -1;
+    return 0;
 }
 
 /* 1 and *val (malloc()ed, NUL-terminated) when the key exists, 0 when not, -1 error. */
 int rz_try_get(sr_rdzv *r, const char *k, char **val, char *err, size_t errlen) {
     void *v = NULL;
     size_t len = 0;
-    spmd_status st = spmd_store_try_get(r->st, k, &v, &len);
+    spmd_status st;
+    while ((st = spmd_store_try_get(r->st, k, &v, &len)) && st != SPMD_ERR_NOTFOUND)
+        if (failed(r, "get", k, st, err, errlen) < 0) return -1;
     if (st == SPMD_ERR_NOTFOUND) return 0;
-    if (st) return rz_store_fail(r, "get", k, st, err, errlen);
     *val = v;
     return 1;
 }
@@ -94,8 +107,9 @@ int rz_try_get(sr_rdzv *r, const char *k, char **val, char *err, size_t errlen) 
 int rz_create(sr_rdzv *r, const char *k, const char *v, char *err, size_t errlen) {
     void *cur = NULL;
     size_t cl = 0;
-    spmd_status st = spmd_store_compare_set(r->st, k, NULL, 0, v, strlen(v), &cur, &cl);
-    if (st) return rz_store_fail(r, "compare_set", k, st, err, errlen);
+    spmd_status st;
+    while ((st = spmd_store_compare_set(r->st, k, NULL, 0, v, strlen(v), &cur, &cl)))
+        if (failed(r, "compare_set", k, st, err, errlen) < 0) return -1;
     int mine = cl == strlen(v) && !memcmp(cur, v, cl);
     free(cur);
     return mine;
@@ -120,7 +134,7 @@ int rz_wait_keys(sr_rdzv *r, const char *const *keys, size_t n, int64_t deadline
         spmd_status st = spmd_store_wait(r->st, keys + done, chunk,
                                          (int)(left < RZ_SLICE_MS ? left : RZ_SLICE_MS));
         if (st == SPMD_OK) done += chunk;
-        else if (st != SPMD_ERR_TIMEOUT) return rz_store_fail(r, "wait", keys[done], st, err, errlen);
+        else if (st != SPMD_ERR_TIMEOUT && failed(r, "wait", keys[done], st, err, errlen) < 0) return -1;
     }
     return 0;
 }
@@ -141,6 +155,7 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen) {
     r->a = a;
     r->cfg = cfg;
     r->round = -1;
+    r->store_node = r->tried_past = -1;
     snprintf(r->pfx, sizeof r->pfx, "spmdrun/%s/", cfg->rdzv_id);
     if (cfg->rdzv_endpoint) {
         r->ep_port = 29400; /* torchrun's default rendezvous port */
@@ -205,10 +220,12 @@ sr_rdzv *sr_rdzv_open(sr_agent *a, char *err, size_t errlen) {
         }
     }
     spmd_store_set_timeout(r->st, STORE_CALL_TIMEOUT_MS);
+    if (rz_standby_start(r, err, errlen)) goto fail;
     return r;
 fail:
     if (r->st) spmd_store_close(r->st);
     spmd_store_server_stop(r->server);
+    spmd_store_server_stop(r->standby);
     free(r);
     return NULL;
 }
@@ -223,7 +240,8 @@ static int set_members_error(sr_rdzv *r, int rd, const char *why, char *err, siz
 }
 
 static int parse_node(const char *text, member *m) {
-    return sscanf(text, "%d %d %71s %255s", &m->claim, &m->nproc, m->role, m->host) == 4 ? 0 : -1;
+    snprintf(m->standby, sizeof m->standby, "-");
+    return sscanf(text, "%d %d %71s %255s %263s", &m->claim, &m->nproc, m->role, m->host, m->standby) >= 4 ? 0 : -1;
 }
 
 /* The hosting agent, while too few nodes have joined: 1 (why filled) when
@@ -347,16 +365,16 @@ static int close_round(sr_rdzv *r, int rd, int64_t deadline, char *err, size_t e
             x->role_world += y->nproc;
         }
     }
-    size_t cap = 64 + (size_t)n * (SR_HOST_MAX + 128), o = 0;
+    size_t cap = 64 + (size_t)n * (2 * SR_HOST_MAX + 144), o = 0;
     if (!(text = malloc(cap))) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
     o += (size_t)snprintf(text + o, cap - o, "ok %d %" PRId64 " %" PRId64 "\n", rd, n, world);
     for (int i = 0; i < n; i++)
-        o += (size_t)snprintf(text + o, cap - o, "%d %d %d %d %d %d %s %s\n", m[i].arrival,
+        o += (size_t)snprintf(text + o, cap - o, "%d %d %d %d %d %d %s %s %s\n", m[i].arrival,
                               m[i].node_rank, m[i].nproc, m[i].offset, m[i].role_offset,
-                              m[i].role_world, m[i].role, m[i].host);
+                              m[i].role_world, m[i].role, m[i].host, m[i].standby);
     rz_key(r, rd, k, sizeof k, "members");
     if (rz_round_opened(r, rd, (int)n, err, errlen) == 0) rc = rz_set(r, k, text, err, errlen);
 out:
@@ -418,7 +436,10 @@ static int take_members(sr_rdzv *r, const char *text, const members_head *h, sr_
         return 0;
     }
     r->node_rank = as->node_rank;
-    return rz_round_entered(r, h->round, hosts, h->nnodes) == 0;
+    if (rz_round_entered(r, h->round, hosts, h->nnodes)) return 0;
+    rz_members_taken(r, text);
+    rz_standby_list(r, as->standby, sizeof as->standby);
+    return 1;
 }
 
 int sr_rdzv_can_restart(const sr_rdzv *r) { return r->round + 1 <= r->cfg->max_restarts; }
@@ -449,9 +470,9 @@ int sr_rdzv_next_round(sr_rdzv *r, sr_assignment *as, char *err, size_t errlen) 
             rz_key(r, rd, k, sizeof k, "count");
             if (rz_add(r, k, 1, &a, err, errlen)) return -1;
             r->arrival = (int)a;
-            char info[SR_HOST_MAX + 128];
-            snprintf(info, sizeof info, "%d %d %s %s", cfg->node_rank, cfg->nproc, cfg->role,
-                     r->a->host);
+            char info[2 * SR_HOST_MAX + 128];
+            snprintf(info, sizeof info, "%d %d %s %s %s", cfg->node_rank, cfg->nproc, cfg->role,
+                     r->a->host, rz_standby_field(r));
             rz_key(r, rd, k, sizeof k, "node/%d", r->arrival);
             if (rz_set(r, k, info, err, errlen)) return -1;
             if (r->arrival == 1 && close_round(r, rd, deadline, err, errlen)) {

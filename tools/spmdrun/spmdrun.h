@@ -99,6 +99,7 @@ typedef struct {
     int joining;                   /* joins a running round in place: the workers get SPMD_JOIN=1 */
     char master_addr[SR_HOST_MAX];
     int master_port;
+    char standby[1024];            /* SPMD_STORE_STANDBY: where the store moves if its host is lost, "" none */
 } sr_assignment;
 
 /* ---- env.c: the workers' environment -------------------------------------- */
