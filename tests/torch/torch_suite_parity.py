@@ -12,7 +12,11 @@ beyond its results, on spmd, in fresh forked ranks (file:// rendezvous):
   TORCH_DISTRIBUTED_DEBUG=DETAIL a new group's all_gather_object works
   (torch 2.x wraps the backend in its ProcessGroupWrapper, which asks for
   them before every collective; before: "Backend spmd does not yet support
-  sequence numbers").
+  sequence numbers");
+- the backend's name, as DDP's logger records it ("backend_name") and
+  pg.name() returns: "spmd", what dist.get_backend() says (torch 2.x names
+  every third-party backend's ProcessGroup "custom"; spmd_torch's is its own,
+  _named_group.py).
 
 Runs on torch 1.13 and 2.x."""
 import multiprocessing
@@ -93,6 +97,16 @@ def check_sequence_numbers(rank, world):
     assert len(set(seqs)) == 1, seqs
 
 
+def check_ddp_backend_name(rank, world):
+    # DDP's logger records the group's backend name; the suite expects
+    # dist.get_backend()'s (before, torch 2.x's ProcessGroup said "custom")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    model(torch.ones(3, 4)).sum().backward()
+    name = model._get_ddp_logging_data().get("backend_name")
+    assert name == dist.get_backend() == "spmd", f"DDP logged backend_name {name!r}"
+    assert dist.group.WORLD.name() == "spmd", dist.group.WORLD.name()
+
+
 def check_detail_subgroup(rank, world):
     # what the suite's test_all_gather_object_subgroup does under DETAIL
     sub = dist.new_group(backend=dist.get_backend())
@@ -106,6 +120,7 @@ def run_rank(rank, world, path, q):
         dist.init_process_group("spmd", init_method="file://" + path, rank=rank, world_size=world)
         check_profiler_events(rank, world)
         check_sequence_numbers(rank, world)
+        check_ddp_backend_name(rank, world)
         if os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL":
             check_detail_subgroup(rank, world)
         dist.destroy_process_group()

@@ -15,6 +15,9 @@ import torch.distributed as dist
 
 from . import _C
 
+if _C.backend_api:
+    from . import _named_group
+
 # torch.distributed.rendezvous the module (the package's attribute of that name
 # is a function).
 _rdzv = importlib.import_module("torch.distributed.rendezvous")
@@ -28,15 +31,18 @@ def _create_backend(store, rank, world_size, timeout):
     # The group torch makes while it has no default group is the default
     # group: under spmdrun it forms on the agent's store (so no rank is
     # special to spmd_torch.elastic's recovery, and replacements can join).
-    return _C.create_process_group(store, rank, world_size, timeout,
-                                   default_group=not dist.is_initialized())
+    backend = _C.create_process_group(store, rank, world_size, timeout,
+                                      default_group=not dist.is_initialized())
+    if _C.backend_api:  # torch 2.x: in a ProcessGroup named "spmd" (_named_group.py)
+        return _named_group.make(store, backend, timeout)
+    return backend
 
 
 if "SPMD" not in dist.Backend._plugins:
     if _C.backend_api:
-        # torch 2.x: a c10d.Backend for CPU tensors, which torch wraps in its
-        # own ProcessGroup (named, so functional collectives and DeviceMesh
-        # find it; _get_backend(torch.device("cpu")) returns it).
+        # torch 2.x: a c10d.Backend for CPU tensors, in a ProcessGroup (torch
+        # gives it the group's name, so functional collectives and DeviceMesh
+        # find it; _get_backend(torch.device("cpu")) returns the backend).
         dist.Backend.register_backend("spmd", _create_backend, devices=["cpu"])
     else:
         dist.Backend.register_backend("spmd", _create_backend)

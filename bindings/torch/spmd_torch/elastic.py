@@ -81,11 +81,8 @@ def _process_group(backend):
     """The process group torch's DDP and collectives take, over backend."""
     if not _C.backend_api:
         return backend
-    pg = dist.ProcessGroup(dist.HashStore(), backend.rank(), backend.size())
-    custom = dist.ProcessGroup.BackendType.CUSTOM
-    pg._set_default_backend(custom)
-    pg._register_backend(torch.device("cpu"), custom, backend)
-    return pg
+    from . import _named_group  # torch 2.x only
+    return _named_group.make(dist.HashStore(), backend)
 
 
 class Elastic:
