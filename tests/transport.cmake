@@ -10,3 +10,4 @@ add_test(NAME test_p2p_nocma COMMAND test_p2p 2)
 set_tests_properties(test_p2p_nocma PROPERTIES TIMEOUT 120 LABELS "mp" ENVIRONMENT "SPMD_CMA=0")
 # SPMD_BIND=core pins the ranks of a host to cores of their own.
 spmd_test(test_bind SOURCES mp/test_bind.c LABELS mp TIMEOUT 120)
+spmd_test(test_wait_slice SOURCES mp/test_wait_slice.c LABELS mp TIMEOUT 120)

@@ -93,6 +93,16 @@ spmd_status spmd__parse_duration_ms(const char *s, long *out_ms);
  * the default.  spmd_group_init calls it first. */
 spmd_status spmd__env_check_numeric(char *err, size_t errlen);
 
+/* ---- waiting on a busy host (wait_slice.c) ------------------------------- */
+/* Put the calling thread on a short scheduler slice (SPMD_WAIT_SLICE_US,
+ * default 100 µs; EEVDF kernels), so that on a host with more runnable
+ * threads than cores it gets the core as soon as it is due rather than after
+ * another program's whole slice.  Once per thread (later calls cost a
+ * thread-local read); the thread keeps it. */
+void spmd__wait_slice_thread(void);
+/* The slice asked for, in ns (0: off, or the kernel has no custom slices). */
+uint64_t spmd__wait_slice_ns(void);
+
 /* ---- Slurm hostlists ----------------------------------------------------- */
 /* First host of a hostlist expression such as "node[01-04,07],gpu3". */
 spmd_status spmd__hostlist_first(const char *expr, char *out, size_t outlen);

@@ -58,6 +58,7 @@ static const numeric_var numeric_vars[] = {
     {"SPMD_SHM_SLOT_BYTES", 0, 4096, 1L << 30},
     {"SPMD_SHM_RING_BYTES", 0, 4096, 64L << 20},
     {"SPMD_SPIN_US", 0, 0, 1000000},
+    {"SPMD_WAIT_SLICE_US", 0, 0, 100000},
     {"SPMD_RESTART_COUNT", 0, 0, 1L << 20},
 };
 

@@ -101,6 +101,7 @@ static void finish_locked(spmd__exec *e) {
 static void *exec_main(void *arg) {
     spmd_group *g = arg;
     spmd__exec *e = g->exec;
+    spmd__wait_slice_thread();
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->stop && (!e->head || busy(e))) pthread_cond_wait(&e->cv, &e->mu);

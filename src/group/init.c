@@ -171,6 +171,7 @@ spmd_status spmd_group_init(const spmd_group_opts *opts, spmd_group **out, char 
     spmd_status st = spmd__env_check_numeric(err, errlen);
     if (!st) st = spmd__backend_choose(opts, &backend, err, errlen);
     if (st) return st;
+    spmd__wait_slice_thread(); /* the caller talks to peers: a busy host's scheduler serves it sooner */
 #ifdef SPMD_HAVE_MPI
     if (backend == SPMD__BACKEND_MPI) return spmd__group_init_mpi(opts, out, err, errlen);
 #endif

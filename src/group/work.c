@@ -151,7 +151,7 @@ static void spin_p2p(spmd_work *w) {
         else if ((ended = spmd__p2p_poll_spin(m, peer, work_done, w))) break;
         if ((i & 63) == 63) {
             const uint64_t now = spmd__now_ns();
-            if (!spin_until) spin_until = now + spin_ns;
+            if (!spin_until) spin_until = now + spin_ns, spmd__wait_slice_thread();
             else if (now >= spin_until) break;
             if (yield || spmd__shm_shares_cpu(m->shm, peer)) sched_yield();
         }

@@ -206,6 +206,7 @@ static int call_for_me(void *arg) {
 static void *pool_main(void *arg) {
     spmd_rpc *r = arg;
     int own = 0;   /* the call at the head of the queue is one this thread received */
+    spmd__wait_slice_thread();
     pthread_mutex_lock(&r->qmu);
     for (;;) {
         if (r->qhead) {

@@ -142,6 +142,7 @@ static int never(void *ctx) {
 
 void *spmd__rpc_dispatcher_main(void *arg) {
     spmd_rpc *r = arg;
+    spmd__wait_slice_thread();
     pthread_mutex_lock(&r->rxmu);
     while (!atomic_load(&r->rx_stop)) {
         /* An idle pool thread asking for the role gets it: it runs the next

@@ -84,6 +84,7 @@ static void tick(spmd__p2p *p) {
 static void *progress_main(void *arg) {
     spmd__p2p *p = arg;
     spmd__mesh *g = p->m;
+    spmd__wait_slice_thread();
     struct epoll_event evs[64];
     char *closed = calloc((size_t)g->world, 1);
     if (!closed) return NULL;

@@ -102,7 +102,10 @@ static spmd_status wait_peer(spmd__coll_ctx *c, int r, uint32_t k, uint32_t hash
             continue;
         }
         uint64_t now = spmd__now_ns();
-        if (!spin_until) spin_until = now + c->spin_ns;
+        if (!spin_until) {
+            spin_until = now + c->spin_ns;
+            spmd__wait_slice_thread(); /* a thread that waits on peers (common.h) */
+        }
         if (now < spin_until) {
             if (c->yield_in_spin || spmd__shm_shares_cpu(m->shm, r)) sched_yield();
             continue;
