@@ -244,11 +244,18 @@ losehost)
     grep -q "was killed by signal\|exited with code" "$TMP/survivors.err" && fail "a survivor lost a worker of its own"
     # the survivors' rank 0 logs from the recovery on: consecutive steps,
     # each once, taking over where node 0's log ended (its last step at most
-    # redone: one that committed only on the killed rank is rolled back)
+    # redone: one that committed only on the killed rank is rolled back).
+    # Node 0 may also die inside a step the survivors then finish with its
+    # part already received ("the step in flight committed everywhere"):
+    # that step is logged by nobody, and the survivors go on after it.
     _last=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/n0.out" | tail -n 1)
     _got=$(sed -n 's/^epoch [0-9]* step \([0-9]*\): .*/\1/p' "$TMP/survivors.out" | tr '\n' ' ')
     _first=${_got%% *}
-    [ -n "$_first" ] && [ "$_first" -le $((_last + 1)) ] && [ "$_first" -ge "$_last" ] &&
+    _upto=$((_last + 1))
+    _from=$(sed -n 's/.*the step in flight committed everywhere; going on from step \([0-9]*\) .*/\1/p' \
+        "$TMP/survivors.out" | head -n 1)
+    [ -n "$_from" ] && [ "$_from" = "$((_last + 2))" ] && _upto=$_from
+    [ -n "$_first" ] && [ "$_first" -le "$_upto" ] && [ "$_first" -ge "$_last" ] &&
         [ "$_got" = "$(seq "$_first" $((_first + $(echo "$_got" | wc -w) - 1)) | tr '\n' ' ')" ] ||
         fail "steps: node 0 logged up to ${_last:-none}, the survivors $_got"
     ;;
