@@ -37,6 +37,7 @@ spmd_test(test_coll_agree SOURCES mp/test_coll_agree.c LABELS mp TIMEOUT 300)
 # a rank leaving a failed group says why before its goodbye: the others
 # report that cause, not the goodbye.
 spmd_test(test_leave_failed SOURCES mp/test_leave_failed.c LABELS mp TIMEOUT 120)
+spmd_test(test_coll_unwaited SOURCES mp/test_coll_unwaited.c LABELS mp TIMEOUT 200)
 
 # The seed examples (examples/*.c) run standalone; their exit status is the verdict.
 foreach(ex allreduce_ones butterfly collective_asserts)

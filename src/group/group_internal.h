@@ -100,6 +100,10 @@ struct spmd_work {
      * executor's spmd__exec_help, set when it queues the work (a waiter
      * helps the executor without work.c calling up into it). */
     void (*help)(spmd_work *w);
+    /* Someone polls w (spmd_work_test) rather than waiting: make sure the
+     * executor runs it now (spmd__exec_kick; a small one may have been
+     * queued for its waiter without waking the executor). */
+    void (*kick)(spmd_work *w);
 };
 
 spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
@@ -156,6 +160,8 @@ spmd_status spmd__group_collective(spmd_group *g, spmd__coll_args *a, spmd_work 
 void spmd__coll_args_free(spmd__coll_args *a);   /* work.c: what a collective's work holds */
 /* Run w on the calling thread if it is next and the executor is idle. */
 void spmd__exec_help(spmd_work *w);
+/* Wake the executor if w waits in its queue for a waiter (executor.c's top). */
+void spmd__exec_kick(spmd_work *w);
 
 /* ---- memory shared by the ranks of one host (shared_mem.c) ---------------- */
 /* transport/arena.h's arena for this group's ranks. */

@@ -112,6 +112,7 @@ spmd_status spmd_work_test(spmd_work *w) {
     if (!is_done(w)) {
         if (w->kind != SPMD__W_COLL) spmd__p2p_poll(&w->g->t, w->req.poll_peer);
         else if (w->g->t.caller_thread_only) w->help(w); /* nobody else runs it */
+        else if (w->kick) w->kick(w);
         if (!is_done(w)) return SPMD_ERR_AGAIN;
     }
     return w->status; /* final once DONE is seen (acquire) */
@@ -221,6 +222,7 @@ void spmd__work_release(spmd_work *w) {
     /* a collective nobody waited for: with no executor thread (MPI below
      * MPI_THREAD_MULTIPLE) only this thread can run it */
     if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) w->help(w);
+    else if (w->kind == SPMD__W_COLL && !is_done(w) && w->kick) w->kick(w);
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);
