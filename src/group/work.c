@@ -221,8 +221,10 @@ void spmd__work_release(spmd_work *w) {
     if (w->kind != SPMD__W_COLL && !is_done(w)) spmd__p2p_cancel(&w->g->t, &w->req);
     /* a collective nobody waited for: with no executor thread (MPI below
      * MPI_THREAD_MULTIPLE) only this thread can run it */
-    if (w->kind == SPMD__W_COLL && !is_done(w) && w->g->t.caller_thread_only) w->help(w);
-    else if (w->kind == SPMD__W_COLL && !is_done(w) && w->kick) w->kick(w);
+    if (w->kind == SPMD__W_COLL && !is_done(w)) {
+        if (w->g->t.caller_thread_only) w->help(w);
+        else if (w->kick) w->kick(w); /* a small one may wait in the queue for a waiter */
+    }
     if (!is_done(w)) sleep_until_done(w, INT64_MAX, -1);
     while (!(atomic_load_explicit(&w->state, memory_order_acquire) & W_FREE)) sched_yield(); /* a broadcast ends */
     if (w->kind == SPMD__W_COLL) spmd__coll_args_free(&w->args);

@@ -205,4 +205,19 @@ static inline int test_transports(const char *out[2]) {
     return 2;
 }
 
+/* Run fn at every world (the command line's, else `defaults`) under every
+ * transport (test_transports), checking each run; `what` names it. */
+static inline void run_worlds_transports(int argc, char **argv, const int *defaults, int n, const char *what,
+                                         spmd_spawn_fn fn, void *arg, int timeout_s) {
+    int worlds[8];
+    const char *transports[2];
+    const int nw = test_worlds(argc, argv, worlds, defaults, n), nt = test_transports(transports);
+    for (int t = 0; t < nt; t++) {
+        setenv("SPMD_TRANSPORT", transports[t], 1);
+        for (int i = 0; i < nw; i++)
+            CHECK_MSG(run_world(worlds[i], fn, arg, timeout_s) == 0, "%s, world %d, %s", what, worlds[i],
+                      transports[t]);
+    }
+}
+
 #endif

@@ -280,17 +280,8 @@ static int harmless(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int worlds[8];
-    const char *transports[2];
-    const int nw = test_worlds(argc, argv, worlds, (const int[]){2, 4}, 2), nt = test_transports(transports);
-    for (int t = 0; t < nt; t++) {
-        setenv("SPMD_TRANSPORT", transports[t], 1);
-        for (int i = 0; i < nw; i++) {
-            CHECK_MSG(run_world(worlds[i], disagree, NULL, 120) == 0, "disagreements, world %d, %s", worlds[i],
-                      transports[t]);
-            CHECK_MSG(run_world(worlds[i], harmless, NULL, 240) == 0, "per-pair settings, world %d, %s", worlds[i],
-                      transports[t]);
-        }
-    }
+    const int defaults[] = {2, 4};
+    run_worlds_transports(argc, argv, defaults, 2, "disagreements", disagree, NULL, 120);
+    run_worlds_transports(argc, argv, defaults, 2, "per-pair settings", harmless, NULL, 240);
     TEST_MAIN_END();
 }

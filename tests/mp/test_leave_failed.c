@@ -49,13 +49,6 @@ static int leave_failed(int rank, int w, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int worlds[8];
-    const char *transports[2];
-    const int nw = test_worlds(argc, argv, worlds, (const int[]){2, 3}, 2), nt = test_transports(transports);
-    for (int t = 0; t < nt; t++) {
-        setenv("SPMD_TRANSPORT", transports[t], 1);
-        for (int i = 0; i < nw; i++)
-            CHECK_MSG(run_world(worlds[i], leave_failed, NULL, 60) == 0, "world %d, %s", worlds[i], transports[t]);
-    }
+    run_worlds_transports(argc, argv, (const int[]){2, 3}, 2, "leave failed", leave_failed, NULL, 60);
     TEST_MAIN_END();
 }
