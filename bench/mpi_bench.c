@@ -8,7 +8,12 @@
  * osu_latency and spmd-bench -o pingpong): after `warmup` round trips, the
  * loop of round trips timed as a whole on rank 0, half of it per iteration,
  * and size/time.  MPI_BENCH_THREADS=multiple initialises with
- * MPI_THREAD_MULTIPLE. */
+ * MPI_THREAD_MULTIPLE.
+ *   mpirun -np 2 mpi_bench exchange 4 65536 2000 [warmup]
+ * times, as allreduce, the least an all_reduce at world 2 costs when no
+ * call may block in MPI (how spmd's MPI backend must call it to notice a
+ * dead peer or a deadline): MPI_Irecv and MPI_Isend of the whole buffer,
+ * MPI_Testall until both are done, then the sum. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +62,27 @@ int main(int argc, char **argv) {
         } else {
             int count = (int)(bytes / 4);
             if (count < 1) count = 1;
-            for (int i = 0; i < warmup; i++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD);
-            for (int i = 0; i < iters; i++) {
+            const int exchange = !strcmp(what, "exchange");
+            if (exchange && world != 2) {
+                if (rank == 0) fprintf(stderr, "mpi_bench: exchange needs 2 ranks\n");
+                break;
+            }
+            for (int i = -warmup; i < iters; i++) {
+                if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
-                MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                t += MPI_Wtime() - t0;
+                if (exchange) {
+                    MPI_Request rq[2];
+                    int done = 0;
+                    MPI_Irecv(out, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[0]);
+                    MPI_Isend(buf, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[1]);
+                    while (!done) MPI_Testall(2, rq, &done, MPI_STATUSES_IGNORE);
+                    float *o = (float *)(void *)out;
+                    const float *b = (const float *)(void *)buf;
+                    for (int k = 0; k < count; k++) o[k] += b[k];
+                } else {
+                    MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                }
+                if (i >= 0) t += MPI_Wtime() - t0;
             }
             double mean = t / iters, slowest;
             MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
