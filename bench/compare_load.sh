@@ -6,7 +6,8 @@
 # peer).
 #   bench/compare_load.sh [build-dir] [iters] [rounds] [outdir]
 # Defaults: build, 20 iterations, 3 rounds, bench-load-<date>/.  Each
-# configuration's tables go to OUTDIR/w<world>-load<N>.txt and to stdout.
+# configuration's tables go to OUTDIR/w<world>-load<N>.txt and to stdout,
+# then the one-page summary of them (bench/load_summary.sh).
 # BENCH_WORLDS="2 4 8" and BENCH_LOADS="0 C 2C" (C: the core count) narrow
 # it; the other BENCH_* settings of compare.sh pass through (e.g.
 # BENCH_MAX_BYTES=65536 for a smoke run).  Take figures on a machine with
@@ -30,4 +31,6 @@ for w in $WORLDS; do
         cat "$OUT/w$w-load$n.txt"
     done
 done
+echo "## summary (bench/load_summary.sh $OUT)"
+"$HERE/load_summary.sh" "$OUT"
 exit $rc
