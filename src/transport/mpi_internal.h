@@ -110,11 +110,20 @@ spmd_status spmd__mpi_check(spmd__mpi_link *l, int force, char *msg, size_t msgl
 typedef struct {
     uint64_t since;  /* start of the current idle stretch, 0 */
     int yield;       /* ranks outnumber cores */
+    unsigned polls;  /* steps in this stretch (the clock is read every SPMD__MPI_CLOCK_EVERY) */
     long sleep_ns;
 } spmd__mpi_idle;
+/* Polls between clock reads while spinning: a read costs 20-35 ns under a
+ * hypervisor, as much as a failed MPI_Testsome, and twice per poll it was a
+ * third of a small all_reduce on a group over MPI (issue 28). */
+#define SPMD__MPI_CLOCK_EVERY 16u
 void spmd__mpi_idle_init(spmd__mpi_idle *s, const spmd__mesh *m);
 void spmd__mpi_idle_step(spmd__mpi_idle *s, const spmd__mesh *m);
-static inline void spmd__mpi_idle_reset(spmd__mpi_idle *s) { s->since = 0; s->sleep_ns = 0; }
+static inline void spmd__mpi_idle_reset(spmd__mpi_idle *s) {
+    s->since = 0;
+    s->polls = 0;
+    s->sleep_ns = 0;
+}
 
 /* Wait for n requests of the running collective (c->deadline, the group's
  * failure): SPMD_OK when all completed; statuses (may be NULL) receive
