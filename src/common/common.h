@@ -92,6 +92,10 @@ spmd_status spmd__parse_duration_ms(const char *s, long *out_ms);
  * malformed one and its value, so that a typo is an error and never silently
  * the default.  spmd_group_init calls it first. */
 spmd_status spmd__env_check_numeric(char *err, size_t errlen);
+/* getenv(name) in a few loads while the environment is unchanged, for a
+ * variable read at every call that a program may change between calls
+ * (env_watch.c).  name must stay valid (it is remembered by address). */
+const char *spmd__env_watched(const char *name);
 
 /* ---- waiting on a busy host (wait_slice.c) ------------------------------- */
 /* Put the calling thread on a short scheduler slice (SPMD_WAIT_SLICE_US,
