@@ -159,7 +159,8 @@ static void *exec_main(void *arg) {
         e->recent_ns = spmd__now_ns(); /* async calls are being made: nap from now on */
         spmd_work *w = take_head(e);
         pthread_mutex_unlock(&e->mu);
-        char msg[SPMD__ERRLEN] = "";
+        char msg[SPMD__ERRLEN];
+        msg[0] = '\0';
         spmd_status st = run_one(g, &w->args, 0, msg, sizeof msg);
         spmd__work_complete(w, st, msg);
         pthread_mutex_lock(&e->mu);
@@ -183,7 +184,8 @@ static void run_queue_until(spmd_group *g, spmd_work *w) {
         if (!e->head) break;
         spmd_work *x = take_head(e);
         pthread_mutex_unlock(&e->mu);
-        char msg[SPMD__ERRLEN] = "";
+        char msg[SPMD__ERRLEN];
+        msg[0] = '\0';
         spmd_status st = run_one(g, &x->args, x == w, msg, sizeof msg);
         spmd__work_complete(x, st, msg); /* x may be gone after this */
         pthread_mutex_lock(&e->mu);
@@ -211,7 +213,8 @@ void spmd__exec_help(spmd_work *w) {
     }
     take_head(e);
     pthread_mutex_unlock(&e->mu);
-    char msg[SPMD__ERRLEN] = "";
+    char msg[SPMD__ERRLEN];
+    msg[0] = '\0';
     spmd_status st = run_one(g, &w->args, 1, msg, sizeof msg);
     spmd__work_complete(w, st, msg);
     pthread_mutex_lock(&e->mu);

@@ -116,7 +116,8 @@ spmd_status spmd__rpc_send(spmd_rpc *r, int dst, rpc_frame *f, const spmd_rpc_ms
     }
     if (batch) return spmd__rpc_batch_add(r, dst, f, err, errlen);
     memset(p, 0, RPC_INLINE_BYTES - L.inl);   /* nothing of this process's memory leaks out */
-    char gerr[SPMD__ERRLEN] = "";
+    char gerr[SPMD__ERRLEN];
+    gerr[0] = '\0';
     spmd_status st;
     if (!L.meta_sep && !L.nrest) {
         st = send_frame(r, dst, f, gerr, sizeof gerr);
@@ -250,7 +251,8 @@ static spmd_status check_head(const rpc_frame *f, size_t room, char *err, size_t
  * message, or each straight into its own memory. */
 static spmd_status recv_rest(spmd_rpc *r, int src, const rpc_frame *f, spmd_rpc_msg *m, char *err,
                              size_t errlen) {
-    char gerr[SPMD__ERRLEN] = "";
+    char gerr[SPMD__ERRLEN];
+    gerr[0] = '\0';
     int nrest = 0;
     size_t rest = 0;
     for (int i = (int)f->h.n_inline; i < m->n; i++) {
@@ -296,7 +298,8 @@ spmd_status spmd__rpc_recv_body(spmd_rpc *r, int src, const rpc_frame *f, size_t
     if (st != SPMD_OK) return st;
     spmd_rpc_msg *m = spmd_rpc_msg_new();
     if (!m) return spmd__fail(err, errlen, SPMD_ERR_NOMEM, "out of memory");
-    char gerr[SPMD__ERRLEN] = "";
+    char gerr[SPMD__ERRLEN];
+    gerr[0] = '\0';
     const unsigned char *meta = f->inl;
     unsigned char *mb = NULL;
     if (f->h.flags & RPC_F_META_SEP) {
