@@ -107,6 +107,12 @@ void spmd__wait_slice_thread(void);
 /* The slice asked for, in ns (0: off, or the kernel has no custom slices). */
 uint64_t spmd__wait_slice_ns(void);
 
+/* 1 when no runnable task waits for a core right now (runnable tasks, the
+ * caller included, at most the online cores, at one of the last few
+ * samples, taken at most every 5 ms); 0 when busy, on one core, or
+ * unknown (idle_core.c). */
+int spmd__idle_core(void);
+
 /* ---- Slurm hostlists ----------------------------------------------------- */
 /* First host of a hostlist expression such as "node[01-04,07],gpu3". */
 spmd_status spmd__hostlist_first(const char *expr, char *out, size_t outlen);
