@@ -5,9 +5,14 @@ spmd_test(test_p2p_shm SOURCES mp/test_p2p_shm.c LABELS mp TIMEOUT 180)
 # timeout catches it; a run takes well under a second).
 add_test(NAME test_p2p_shm_nospin COMMAND test_p2p_shm)
 set_tests_properties(test_p2p_shm_nospin PROPERTIES TIMEOUT 30 LABELS "mp" ENVIRONMENT "SPMD_SPIN_US=0;SPMD_CMA=0")
+# ... with every large receive read by one thread (transport/cma_parallel.c off).
+add_test(NAME test_p2p_shm_oneread COMMAND test_p2p_shm)
+set_tests_properties(test_p2p_shm_oneread PROPERTIES TIMEOUT 180 LABELS "mp" ENVIRONMENT "SPMD_P2P_PARALLEL_MIN_BYTES=0")
 # Large point-to-point messages through the rings (no cross-memory attach).
 add_test(NAME test_p2p_nocma COMMAND test_p2p 2)
 set_tests_properties(test_p2p_nocma PROPERTIES TIMEOUT 120 LABELS "mp" ENVIRONMENT "SPMD_CMA=0")
+# A large message read by two threads of the receiver (transport/cma_parallel.c).
+spmd_test(test_cma_parallel SOURCES unit/test_cma_parallel.c LABELS unit TIMEOUT 120)
 # SPMD_BIND=core pins the ranks of a host to cores of their own.
 spmd_test(test_bind SOURCES mp/test_bind.c LABELS mp TIMEOUT 120)
 spmd_test(test_wait_slice SOURCES mp/test_wait_slice.c LABELS mp TIMEOUT 120)

@@ -54,6 +54,7 @@ static const numeric_var numeric_vars[] = {
     {"SPMD_RPC_THREADS", 0, 1, 1024},
     {"SPMD_SEGMENT_BYTES", 0, 64, 1L << 30},
     {"SPMD_P2P_CMA_MIN_BYTES", 0, 1, 1L << 40},
+    {"SPMD_P2P_PARALLEL_MIN_BYTES", 0, 0, 1L << 40},
     {"SPMD_CMA_MIN_BYTES", 0, 1, 1L << 40},
     {"SPMD_SHM_SLOT_BYTES", 0, 4096, 1L << 30},
     {"SPMD_SHM_RING_BYTES", 0, 4096, 64L << 20},

@@ -137,7 +137,11 @@ static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
     const int peer = w->req.poll_peer;
     uint64_t spin_ns = m->shm ? m->spin_ns : m->spin_ns < 50000 ? m->spin_ns : 50000;
-    const int yield = m->oversubscribed || !m->shm;
+    /* A sender whose message its receiver reads with two threads: the
+     * receiver's helper may want this core (transport/cma_parallel.c). */
+    const int lends_core =
+        w->req.send && m->p2p_parallel_min && w->req.len >= m->p2p_parallel_min && m->shm && spmd__idle_core();
+    const int yield = m->oversubscribed || !m->shm || lends_core;
     /* A large message over shared memory takes a copy's time (the peer's,
      * or ours): wait that long too, at 4 GB/s, before sleeping.  Falling
      * asleep just before the end costs a doorbell and a wake-up (~100 µs on

@@ -89,15 +89,17 @@ static int decode(const unsigned char *b, probe *p) {
 }
 
 /* Read len bytes at addr, then the 8 bytes at seal_addr into *seal_now, in
- * one call: the seal is read after the payload. */
+ * one call: the seal is read after the payload.  seal_now NULL: the bytes
+ * alone (a piece of a message whose seal its reader checks afterwards). */
 static spmd_status read_then_seal(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,
                                   uint64_t *seal_now, char *err, size_t errlen) {
     const spmd__cma_peer *p = &g->cma[peer];
     struct iovec local[2] = {{dst, len}, {seal_now, sizeof *seal_now}};
     struct iovec remote[2] = {{(void *)(uintptr_t)addr, len}, {(void *)(uintptr_t)seal_addr, sizeof *seal_now}};
-    size_t want = sizeof *seal_now + len, got = 0;
+    const int parts = seal_now ? 2 : 1;
+    size_t want = (seal_now ? sizeof *seal_now : 0) + len, got = 0;
     while (got < want) {
-        ssize_t n = process_vm_readv(p->pid, local, 2, remote, 2, 0);
+        ssize_t n = process_vm_readv(p->pid, local, (unsigned long)parts, remote, (unsigned long)parts, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0)
             return spmd__fail(err, errlen, n < 0 && errno == ESRCH ? SPMD_ERR_REMOTE : SPMD_ERR_SYSTEM,
@@ -105,7 +107,7 @@ static spmd_status read_then_seal(spmd__mesh *g, int peer, void *dst, uint64_t a
                               p->pid, n < 0 ? strerror(errno) : "nothing read");
         got += (size_t)n;
         /* a partial read stops at a page boundary; go on from there */
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < parts; i++) {
             size_t take = (size_t)n < local[i].iov_len ? (size_t)n : local[i].iov_len;
             local[i].iov_base = (char *)local[i].iov_base + take;
             local[i].iov_len -= take;
@@ -131,6 +133,10 @@ spmd_status spmd__cma_read(spmd__mesh *g, int peer, void *dst, uint64_t addr, si
                           "rank %d (pid %d) failed its group or is gone: its memory no longer holds its token",
                           peer, p->pid);
     return st;
+}
+
+spmd_status spmd__cma_copy(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, char *err, size_t errlen) {
+    return read_then_seal(g, peer, dst, addr, len, 0, NULL, err, errlen);
 }
 
 spmd_status spmd__cma_read_sealed(spmd__mesh *g, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,

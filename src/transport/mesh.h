@@ -77,6 +77,7 @@ typedef struct spmd__mesh {
     spmd__cma_peer *cma;          /* [world], NULL until negotiated */
     uint64_t cma_token;           /* peers read it to know they read the right process */
     size_t cma_min;               /* smaller collective messages stay inline (SPMD_CMA_MIN_BYTES) */
+    size_t p2p_parallel_min;      /* p2p messages read by two threads from here (0: never; cma_parallel.c) */
 
     /* failure: set once, never cleared */
     atomic_int failed;            /* 0 ok; else the spmd_status of the failure */
@@ -232,6 +233,9 @@ int spmd__p2p_poll_spin(spmd__mesh *m, int peer, int (*done)(void *), void *arg)
 /* Withdraw a posted receive (or a large send not yet cleared) that has not
  * matched yet: completes it with SPMD_ERR_ABORTED; nothing when it matched. */
 void spmd__p2p_cancel(spmd__mesh *m, spmd__preq *r);
+/* Large receives offered to the engine's second reading thread so far, and
+ * the chunks that thread copied (cma_parallel.c; tests and benchmarks). */
+void spmd__p2p_parallel_stats(spmd__mesh *m, unsigned long *reads, unsigned long *helped);
 
 /* ---- cross-memory attach (cma.c) ------------------------------------------ */
 #define SPMD__BOOT_ID_LEN 40
@@ -247,5 +251,8 @@ spmd_status spmd__cma_read(spmd__mesh *m, int peer, void *dst, uint64_t addr, si
  * peer's seal_addr must still read `seal` (point-to-point sends, p2p_engine.c). */
 spmd_status spmd__cma_read_sealed(spmd__mesh *m, int peer, void *dst, uint64_t addr, size_t len, uint64_t seal_addr,
                                   uint64_t seal, char *err, size_t errlen);
+/* The bytes alone, no token or seal: only for a piece of a message whose
+ * seal is read once every piece is in (cma_parallel.c). */
+spmd_status spmd__cma_copy(spmd__mesh *m, int peer, void *dst, uint64_t addr, size_t len, char *err, size_t errlen);
 
 #endif

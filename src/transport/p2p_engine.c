@@ -157,3 +157,9 @@ void spmd__p2p_cancel(spmd__mesh *g, spmd__preq *w) {
     }
     spmd__elock_unlock(&p->mu);
 }
+
+void spmd__p2p_parallel_stats(spmd__mesh *m, unsigned long *reads, unsigned long *helped) {
+    spmd__p2p *p = m && !m->ext ? m->p2p : NULL;
+    *reads = p ? spmd__cma_parallel_jobs(p->par) : 0;
+    *helped = p ? spmd__cma_parallel_helped(p->par) : 0;
+}

@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cma_parallel.h"
 #include "elock.h"
 #include "heartbeat.h"
 #include "mesh.h"
@@ -54,6 +55,9 @@ enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_R
  * at 64 KiB the read wins (13 µs against 18). */
 #define CMA_MIN_DEFAULT (32u * 1024u)
 #define CMA_MIN_RING_DEFAULT (64u * 1024u)
+/* From this size a receiver reads a message with two threads where it can
+ * (SPMD_P2P_PARALLEL_MIN_BYTES, 0: never; cma_parallel.c). */
+#define PARALLEL_MIN_DEFAULT (512L * 1024L)
 
 typedef struct frame {
     unsigned char hdr[HDR];
@@ -121,6 +125,7 @@ struct spmd__p2p {
     size_t cma_min, cma_min_ring;    /* sends from this size go by RGET where the pair allows (TCP, ring pair) */
     spmd__preq *copies;              /* receives matched to an RGET, to be read outside the lock */
     pthread_mutex_t copy_mu;         /* ... one at a time */
+    spmd__cma_parallel *par;         /* ... by two threads from m->p2p_parallel_min bytes (NULL: one) */
     spmd__hb *hb;                    /* heartbeats, NULL when off */
     int64_t next_tick;               /* monotonic ms (progress thread only) */
     /* A spinner that stops arms its rings for the progress thread.  While

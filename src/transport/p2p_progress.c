@@ -159,6 +159,9 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     if (spmd__env_int("SPMD_P2P_CMA_MIN_BYTES", 1, 1L << 40, &cma_min) != SPMD_OK) cma_min = -1;
     p->cma_min = cma_min > 0 ? (size_t)cma_min : CMA_MIN_DEFAULT;
     p->cma_min_ring = cma_min > 0 ? (size_t)cma_min : CMA_MIN_RING_DEFAULT;
+    long par_min = PARALLEL_MIN_DEFAULT;
+    if (spmd__env_int("SPMD_P2P_PARALLEL_MIN_BYTES", 0, 1L << 40, &par_min) != SPMD_OK) par_min = PARALLEL_MIN_DEFAULT;
+    g->p2p_parallel_min = (size_t)par_min;
     p->nap_ms = NAP_MIN_MS;
     p->peers = calloc((size_t)g->world, sizeof *p->peers);
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -183,6 +186,9 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         struct epoll_event pev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)i};
         epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->peers[i].fd, &pev);
     }
+    /* where this kernel lets ranks read each other: its helper starts at
+     * the first large read (NULL when out of memory: one thread reads) */
+    if (g->cma && g->p2p_parallel_min) p->par = spmd__cma_parallel_new();
     g->p2p = p;
     if (g->world > 1) {
         spmd__hb_ops ops = {.arg = p, .rx = hb_rx, .gone = hb_gone, .ping = hb_ping};
@@ -192,6 +198,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
         if (!rc) pthread_setname_np(p->thread, "spmd-progress"); /* top -H, perf, gdb */
         if (rc) {
             spmd__hb_free(p->hb);
+            spmd__cma_parallel_free(p->par);
             g->p2p = NULL;
             close(p->epfd);
             close(p->evfd);
@@ -261,6 +268,7 @@ void spmd__p2p_stop(spmd__mesh *g) {
     close(p->epfd);
     close(p->evfd);
     pthread_mutex_destroy(&p->copy_mu);
+    spmd__cma_parallel_free(p->par);
     free(p->peers);
     free(p);
     g->p2p = NULL;

@@ -342,7 +342,11 @@ void spmd__p2p_unlock_engine(spmd__p2p *p) {
          * a window of receives into one buffer (osu_bw's) stays race-free */
         pthread_mutex_lock(&p->copy_mu);
         spmd_status st =
-            spmd__cma_read_sealed(p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2], why, sizeof why);
+            p->par && p->m->p2p_parallel_min && w->len >= p->m->p2p_parallel_min && spmd__idle_core()
+                ? spmd__cma_read_parallel(p->par, p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2],
+                                          why, sizeof why)
+                : spmd__cma_read_sealed(p->m, w->peer, w->buf, w->cma[0], w->len, w->cma[1], w->cma[2], why,
+                                        sizeof why);
         pthread_mutex_unlock(&p->copy_mu);
         spmd__elock_lock(&p->mu);
         /* the receive completes before its sender hears of it */

@@ -11,8 +11,10 @@
  *   withdrawn  a large send read by cross-memory attach that its caller
  *              gave up on: the receiver's later read is refused (the seal
  *              changed), and says so, rather than taking the bytes
- *   sizes      messages around the single-copy threshold, both orders of
- *              posting, bit for bit
+ *   sizes      messages around the single-copy threshold and past the
+ *              size a receiver reads with two threads (odd lengths, so a
+ *              chunk ends short), both orders of posting, bit for bit; with
+ *              SPMD_P2P_PARALLEL_MIN_BYTES=0 none was shared
  *   stream     blocking round trips of messages larger than a ring; run
  *              again with SPMD_SPIN_US=0 SPMD_CMA=0 (tests/transport.cmake),
  *              where every wait sleeps at once and the bytes go through the
@@ -106,7 +108,8 @@ static int withdrawn(spmd_group *g, int rank, int world) {
 static unsigned char pattern(int src, size_t i) { return (unsigned char)(src * 29 + i * 11 + (i >> 9)); }
 
 static int sizes(spmd_group *g, int rank, int world) {
-    static const size_t sz[] = {16383, 16384, 32767, 32768, 32769, 65536, 65537, 1u << 20};
+    static const size_t sz[] = {16383, 16384, 32767, 32768, 32769, 65536, 65537, 1u << 20, (1u << 20) + 3,
+                                (3u << 20) + 5};
     for (size_t k = 0; k < sizeof sz / sizeof *sz; k++) {
         const size_t n = sz[k];
         unsigned char *out = malloc(n), *in = malloc(n);
@@ -130,6 +133,12 @@ static int sizes(spmd_group *g, int rank, int world) {
         free(out);
         free(in);
     }
+    unsigned long reads = 0, helped = 0;
+    spmd__p2p_parallel_stats(&g->t, &reads, &helped);
+    /* with it on, whether a read is shared depends on the host's load at
+     * that moment (tests/unit/test_cma_parallel.c tests the sharing) */
+    const char *par = getenv("SPMD_P2P_PARALLEL_MIN_BYTES");
+    if (par && !strcmp(par, "0")) RREQUIRE(reads == 0 && helped == 0);
     return 0;
 }
 

@@ -21,7 +21,8 @@ int main(void) {
     char err[512] = "";
     static const char *cases[][2] = {{"SPMD_TIMEOUT", "30x"}, {"SPMD_HEARTBEAT_TIMEOUT", "5 s"},
                                      {"SPMD_SPIN_US", "-1"}, {"SPMD_SEGMENT_BYTES", "1M"},
-                                     {"SPMD_RPC_THREADS", "four"}, {"SPMD_WAIT_SLICE_US", "200000"}};
+                                     {"SPMD_RPC_THREADS", "four"}, {"SPMD_WAIT_SLICE_US", "200000"},
+                                     {"SPMD_P2P_PARALLEL_MIN_BYTES", "-1"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i][0], cases[i][1], 1);
         char want[128];
