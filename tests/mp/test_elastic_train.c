@@ -4,7 +4,9 @@
  * per-sample count of how often each sample was trained on (state too).
  *   shrink: 4 ranks, rank 1 SIGKILLs itself as step 5 begins; the others
  *     recover (world 3) and finish every epoch;
- *   two:    ranks 0 and 2 killed at once as step 5 begins (world 2);
+ *   two:    ranks 0 and 2 killed as step 5 begins (world 2): one recovery,
+ *     or two when the second death comes after the first shrink has
+ *     formed (a busy host can hold a victim back that long);
  *   grow:   3 ranks train; a new process joins (spmd_group_join, then
  *     spmd_elastic_join_sync) and the members admit it when
  *     spmd_elastic_joiners_waiting says so (at step 12 at the latest);
@@ -78,7 +80,8 @@ static int rank_main(int idx, void *arg) {
     if (train(idx, e, &r, victim ? 5 : -1, c->how == GROW || c->how == JOINER_DIES ? 4 : c->how == REPLACE ? 3 : 0))
         return 1;
     /* a joiner that died in the transfer: one reset, for the group shrunk back */
-    return finish(idx, e, &r, world, (lost > 0) + joins + (c->how == JOINER_DIES));
+    const int resets = (lost > 0) + joins + (c->how == JOINER_DIES);
+    return finish_within(idx, e, &r, world, resets, resets + (c->how == TWO));
 }
 
 int main(void) {
