@@ -8,7 +8,10 @@
  *
  * For each size: -r rounds; each round times a batch of iterations (about
  * 20 ms worth) of every contender in turn: "MPI" (MPI_Allreduce), "spmd"
- * (the selection table), and the spmd algorithms named by -a (e.g. mpi,rd,ring).
+ * (the selection table), and the spmd algorithms named by -a (e.g. mpi,rd,ring);
+ * "floor" among them is no spmd at all: the same exchange by hand with
+ * MPI_Isend/MPI_Irecv/MPI_Testall, what any caller that must not block in
+ * MPI pays.
  * A contender's time is the fastest round's (the one least disturbed by
  * other jobs on a shared machine) slowest rank's mean per call.  float32 sum, out of place.  Printed: size, the times in us,
  * spmd/MPI and spmd - MPI (us). */
@@ -27,12 +30,36 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Mean time per call of `iters` calls of contender k (0: MPI). */
+/* The floor for any layer that must not block inside MPI (spmd keeps its
+ * deadline and failure checks between MPI calls): recursive doubling by
+ * hand, MPI_Isend/MPI_Irecv polled with MPI_Testall, on its own
+ * communicator.  Worlds that are powers of two only. */
+static MPI_Comm floor_comm = MPI_COMM_NULL;
+static float *floor_tmp;
+
+static void floor_allreduce(const float *in, float *out, int n) {
+    int rank, world;
+    MPI_Comm_rank(floor_comm, &rank);
+    MPI_Comm_size(floor_comm, &world);
+    memcpy(out, in, sizeof(float) * (size_t)n);
+    for (int mask = 1; mask < world; mask <<= 1) {
+        MPI_Request r[2];
+        MPI_Irecv(floor_tmp, n, MPI_FLOAT, rank ^ mask, 7, floor_comm, &r[0]);
+        MPI_Isend(out, n, MPI_FLOAT, rank ^ mask, 7, floor_comm, &r[1]);
+        int done = 0;
+        while (!done) MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < n; i++) out[i] += floor_tmp[i];
+    }
+}
+
 static double timed(int k, const char *algo, spmd_group *g, float *in, float *out, int n, int iters) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
         if (k == 0) {
             MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        } else if (algo && !strcmp(algo, "floor")) {
+            floor_allreduce(in, out, n);
         } else if (!algo) {
             if (spmd_all_reduce(g, in, out, (size_t)n, SPMD_F32, SPMD_SUM)) {
                 fprintf(stderr, "spmd_all_reduce: %s\n", spmd_group_errmsg(g));
@@ -81,10 +108,13 @@ int main(int argc, char **argv) {
     const char *algo[MAXC] = {NULL, NULL};
     int nc = 2;
     for (char *tok = strtok(algos_arg, ","); tok && nc < MAXC; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "floor") && (world & (world - 1))) continue; /* powers of two only */
         names[nc] = tok;
         algo[nc++] = tok;
     }
     float *in = malloc(hi + 64), *out = malloc(hi + 64);
+    floor_tmp = malloc(hi + 64);
+    MPI_Comm_dup(MPI_COMM_WORLD, &floor_comm);
     for (size_t i = 0; i < hi / 4 + 1; i++) in[i] = (float)(i % 7);
     if (rank == 0) {
         printf("# all_reduce float32 sum, out of place, %d ranks (%s); best of %d rounds of the slowest rank's mean\n",
@@ -120,6 +150,8 @@ int main(int argc, char **argv) {
     }
     free(in);
     free(out);
+    free(floor_tmp);
+    MPI_Comm_free(&floor_comm);
     spmd_group_destroy(g);
     MPI_Finalize();
     return 0;

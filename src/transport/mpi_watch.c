@@ -83,7 +83,9 @@ void spmd__mpi_idle_init(spmd__mpi_idle *s, const spmd__mesh *m) {
  * wait takes from the others. */
 void spmd__mpi_idle_step(spmd__mpi_idle *s, const spmd__mesh *m) {
     (void)m;
-    if (!s->sleep_ns && s->polls++ % SPMD__MPI_CLOCK_EVERY) { /* spinning: the clock now and then */
+    /* spinning: the clock now and then, first at the 16th poll (most waits
+     * of a small collective end before it) */
+    if (!s->sleep_ns && ++s->polls % SPMD__MPI_CLOCK_EVERY) {
         if (s->yield) sched_yield();
         return;
     }
