@@ -107,6 +107,12 @@ void spmd__wait_slice_thread(void);
 /* The slice asked for, in ns (0: off, or the kernel has no custom slices). */
 uint64_t spmd__wait_slice_ns(void);
 
+/* ---- the library's own threads (thread.c) ------------------------------- */
+/* pthread_create with every signal blocked in the new thread (signals are
+ * the program's threads' business), named `name` (at most 15 characters;
+ * NULL: unnamed).  Returns pthread_create's result. */
+int spmd__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+
 /* 1 when no runnable task waits for a core right now (runnable tasks, the
  * caller included, at most the online cores, at one of the last few
  * samples, taken at most every 5 ms); 0 when busy, on one core, or

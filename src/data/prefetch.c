@@ -9,7 +9,6 @@
  * with the batch number for the consumer, who first gets every batch before
  * it) or when stop is asked. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,12 +104,7 @@ spmd_status spmd_prefetch_start(const spmd_prefetch_opts *o, spmd_prefetch **out
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    /* signals go to the caller's threads, never to the loader */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&p->thread, NULL, loader, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = spmd__thread_start(&p->thread, loader, p, "spmd-prefetch");
     if (rc != 0) {
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cv);

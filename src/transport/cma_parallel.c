@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,12 +139,7 @@ static int start(spmd__cma_parallel *s) {
     if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) == 1)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &mine)) s->bound_cpu = c;
-    sigset_t all, old;
-    sigfillset(&all); /* signals are the program's threads' business */
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&s->thread, NULL, helper_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!rc) pthread_setname_np(s->thread, "spmd-copy");
+    int rc = spmd__thread_start(&s->thread, helper_main, s, "spmd-copy");
     s->state = rc == 0 ? 1 : -1;
     if (rc) spmd__log(SPMD__LOG_INFO, "large receives read by one thread: pthread_create: %s", strerror(rc));
     return rc == 0;
