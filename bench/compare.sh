@@ -54,13 +54,7 @@ HOGS_CLEANUP='rm -rf "$TMP"'
 hogs_traps
 # loaded CMD...: run one configuration with BENCH_LOAD busy processes beside
 # it (not in a pipeline: the hogs must be this shell's)
-loaded() {
-    hogs_start "$LOAD" 3600
-    "$@"
-    _rc=$?
-    hogs_stop
-    return $_rc
-}
+loaded() { hogs_beside "$LOAD" "$@"; } # one configuration beside LOAD busy processes
 NICE=""
 [ -n "${BENCH_NICE:-}" ] && NICE="nice -n $BENCH_NICE"
 BIND=none

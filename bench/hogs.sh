@@ -5,6 +5,9 @@
 #                                run $HOGS_CLEANUP) on EXIT, INT, TERM, HUP
 #   hogs_start N [MAX_SECONDS]   start N CPU-bound processes (busy loops)
 #   hogs_stop                    end them
+#   hogs_beside N CMD...         run CMD beside N fresh hogs, end them, and
+#                                return CMD's status (one configuration of a
+#                                comparison: every peer gets its own hogs)
 #
 # Every hog is bounded three ways, so none outlives the run that started it:
 # `timeout` kills it after MAX_SECONDS (default 3600); it stops by itself once
@@ -55,4 +58,14 @@ hogs_stop() {
     for _p in $HOGS_PIDS; do kill "$_p" 2>/dev/null; done
     for _p in $HOGS_PIDS; do wait "$_p" 2>/dev/null; done
     HOGS_PIDS=""
+}
+
+hogs_beside() {
+    _hn=$1
+    shift
+    hogs_start "$_hn" 3600
+    "$@"
+    _hrc=$?
+    hogs_stop
+    return $_hrc
 }

@@ -20,13 +20,7 @@ LOAD=${BENCH_LOAD:-0}
 . "$(dirname "$0")/hogs.sh"
 HOGS_CLEANUP='rm -rf "$TMP"'
 hogs_traps
-loaded() { # loaded CMD...: one configuration beside LOAD busy processes
-    hogs_start "$LOAD" 3600
-    "$@"
-    _rc=$?
-    hogs_stop
-    return $_rc
-}
+loaded() { hogs_beside "$LOAD" "$@"; } # one configuration beside LOAD busy processes
 NICE=""
 [ -n "${BENCH_NICE:-}" ] && NICE="nice -n $BENCH_NICE"
 root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
