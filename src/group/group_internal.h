@@ -94,6 +94,7 @@ struct spmd_work {
     char errmsg[SPMD__ERRLEN];
     struct spmd_work *next;   /* executor queue */
     uint64_t rec_ticket;      /* p2p: its entry in the flight recorder */
+    uint64_t spun_ns;         /* blocking p2p: spun already by the quick path (work.c spins that less) */
     /* collective fields (executor.c) */
     spmd__coll_args args;
     /* Run the collective on the waiting thread if it is next in line: the
@@ -110,6 +111,10 @@ spmd_work *spmd__work_new(spmd_group *g, spmd__work_kind kind);
 /* The same in caller-owned memory (a blocking call's handle on its stack),
  * and its end: everything spmd_work_free does but free(). */
 void spmd__work_init(spmd_work *w, spmd_group *g, spmd__work_kind kind);
+/* A blocking receive by the engine's quick path (transport/p2p_quick.c),
+ * spinning on its peer's ring as a waiter spins: SPMD__QUICK_DONE, or
+ * SPMD__QUICK_GENERAL with *spun_ns the time it spun. */
+int spmd__work_quick_recv(spmd_group *g, spmd__quick_recv *q, uint64_t *spun_ns);
 void spmd__work_release(spmd_work *w);
 /* Complete a work: store status/message, wake waiters.  After this call the
  * completer must not touch w again. */

@@ -165,6 +165,15 @@ uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t by
     return t;
 }
 
+void spmd__rec_p2p_done(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype) {
+    if (!r) return;
+    uint64_t t = ++r->p2p_count; /* under the engine's lock, as at a post */
+    slot *s = &r->p2p[t & r->mask];
+    int64_t now = now_ms(r);
+    slot_begin(s, t, send ? P2P_SEND : P2P_RECV, SPMD__FLIGHT_RUNNING, bytes, dtype, -1, peer, tag, now);
+    slot_end(s, t, SPMD_OK, now);
+}
+
 void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st) {
     if (r && ticket) slot_end(&r->p2p[ticket & r->mask], ticket, st, now_ms(r));
 }
@@ -374,9 +383,15 @@ static void on_post(void *arg, spmd__preq *q) {
     w->rec_ticket = spmd__rec_p2p_post(g->rec, q->send, q->peer, q->tag, q->len, q->dtype);
 }
 
+/* A blocking send or receive done at once by the engine's quick path. */
+static void on_done_now(void *arg, int send, int peer, int tag, size_t len, int dtype) {
+    spmd__rec_p2p_done(((spmd_group *)arg)->rec, send, peer, tag, len, dtype);
+}
+
 void spmd__rec_attach(spmd_group *g) {
     if (!g->rec) return;
     g->t.on_post = on_post;
+    g->t.on_done_now = on_done_now;
     if (g->world > 1) {
         g->t.clock_wanted = 1;
         spmd__rec_set_clock(g->rec, &g->t.clock_ms);

@@ -49,5 +49,7 @@ void spmd__rec_coll_end(spmd__rec *r, uint32_t seq, spmd_status st);
  * finished. */
 uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype);
 void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st);
+/* A send or receive that completed as it was posted (the engine's lock held). */
+void spmd__rec_p2p_done(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype);
 
 #endif

@@ -98,6 +98,9 @@ typedef struct spmd__mesh {
     /* called with the p2p engine's lock held as each send or receive is
      * posted, before it can complete (the recorder numbers it there) */
     void (*on_post)(void *arg, spmd__preq *r);
+    /* called with the p2p engine's lock held for a blocking send or receive
+     * done at once by the quick path (p2p_quick.c), which posts nothing */
+    void (*on_done_now)(void *arg, int send, int peer, int tag, size_t len, int dtype);
     void *hook_arg;
     /* How a failure reaches the engine that moves this mesh's point-to-point
      * traffic, set by that engine before it runs (spmd__p2p_start, or the MPI
@@ -216,6 +219,28 @@ spmd_status spmd__p2p_post_recv(spmd__mesh *m, spmd__preq *r, char *err, size_t 
 /* Progress p2p traffic with `peer` (-1: every peer) on the calling thread,
  * without blocking; used by waiters. */
 void spmd__p2p_poll(spmd__mesh *m, int peer);
+/* A blocking send or receive of a small message with a peer reached by
+ * shared memory, done in its ring without posting anything (p2p_quick.c).
+ * Each answers DONE, NOT_YET (a receive whose message is not there yet: ask
+ * again when spmd__p2p_ready says so; spin: from now on the caller spins on
+ * the peer's ring, so its writer need not wake our progress thread, until
+ * spmd__p2p_quick_recv_end or an answer other than NOT_YET) or GENERAL: post
+ * it the general way, which finds everything as it was (a failure, a
+ * mismatch, a full ring, another frame first are all the general path's to
+ * handle). */
+enum { SPMD__QUICK_GENERAL = -1, SPMD__QUICK_NOT_YET = 0, SPMD__QUICK_DONE = 1 };
+#define SPMD__P2P_QUICK_MAX (8u * 1024u) /* larger messages take the general path */
+typedef struct {
+    int peer, tag, dt; /* a given peer and tag, not ANY */
+    void *buf;
+    size_t len;        /* bytes */
+    int spinning;      /* NOT_YET began a spin on the peer's ring (0 to start) */
+} spmd__quick_recv;
+int spmd__p2p_quick_send(spmd__mesh *m, int peer, int tag, int dt, const void *buf, size_t len);
+int spmd__p2p_quick_recv(spmd__mesh *m, spmd__quick_recv *q, int spin);
+void spmd__p2p_quick_recv_end(spmd__mesh *m, spmd__quick_recv *q);
+/* Sends and receives the quick path did so far (tests). */
+void spmd__p2p_quick_stats(spmd__mesh *m, unsigned long *sends, unsigned long *recvs);
 /* Whether spmd__p2p_poll(m, peer) may have something to do: bytes on a
  * ring, frames queued to it, or a TCP peer (which cannot be told without a
  * system call).  No lock, no system call: spinning waiters call it first. */

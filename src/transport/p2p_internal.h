@@ -1,5 +1,6 @@
 /* p2p_internal.h — the p2p engine's state, shared by its files:
  *   p2p_engine.c    posting and cancelling (the entry points of mesh.h)
+ *   p2p_quick.c     blocking small messages over a ring, without a request
  *   p2p_progress.c  the progress thread: epoll, shared-memory rings, the tick
  *   p2p_wait.c      the wait policy: polling callers, the rings' wake-up flags
  *   p2p_read.c      reading frames, delivering them to receives, CMA reads
@@ -138,6 +139,7 @@ struct spmd__p2p {
     int spun;                        /* a spinner stopped since it last looked (under mu) */
     int nap_asked;                   /* woken to start napping, not there yet (under mu) */
     int nap_ms;                      /* this nap's length (progress thread only) */
+    unsigned long quick_sends, quick_recvs; /* done by the quick path (p2p_quick.c; under mu) */
 };
 
 /* A nap starts at NAP_MIN_MS and doubles, up to NAP_MAX_MS, each time it
@@ -178,6 +180,9 @@ static inline void fail_work(spmd__preq *w, spmd_status st, const char *msg) { w
  * back early (failed, withdrawn): change its seal first, so that a read
  * racing with the caller's reuse of the buffer is told (cma.c). */
 static inline void revoke_seal(spmd__preq *w) { __atomic_store_n(&w->seal, 0, __ATOMIC_SEQ_CST); }
+
+/* p2p_wait.c: end a spin begun by spmd__p2p_spin_begin_locked (under mu). */
+void spmd__p2p_spin_end_locked(spmd__p2p *p, int which);
 
 /* ---- p2p_send.c (under mu) --------------------------------------------------- */
 /* Write as much of peer i's queue as its path takes; -1 when the path failed

@@ -33,7 +33,6 @@ void spmd__p2p_poll(spmd__mesh *g, int which) {
     spmd__p2p_unlock_engine(p);
 }
 
-static void spin_end_locked(spmd__p2p *p, int which);
 
 int spmd__p2p_poll_spin(spmd__mesh *g, int which, int (*done)(void *), void *arg) {
     spmd__p2p *p = g->p2p;
@@ -41,7 +40,7 @@ int spmd__p2p_poll_spin(spmd__mesh *g, int which, int (*done)(void *), void *arg
     if (!spmd__elock_try(&p->mu)) return 0;
     poll_locked(p, which);
     int ended = done(arg);
-    if (ended && p->nshm) spin_end_locked(p, which);
+    if (ended && p->nshm) spmd__p2p_spin_end_locked(p, which);
     spmd__p2p_unlock_engine(p);
     return ended;
 }
@@ -134,11 +133,11 @@ void spmd__p2p_spin_end(spmd__mesh *g, int which) {
     spmd__p2p *p = g ? g->p2p : NULL;
     if (!p || !p->nshm) return;
     spmd__elock_lock(&p->mu);
-    spin_end_locked(p, which);
+    spmd__p2p_spin_end_locked(p, which);
     spmd__p2p_unlock_engine(p);
 }
 
-static void spin_end_locked(spmd__p2p *p, int which) {
+void spmd__p2p_spin_end_locked(spmd__p2p *p, int which) {
     spmd__mesh *g = p->m;
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];

@@ -138,5 +138,14 @@ int spmd__shm_link_peers(const spmd__shm_link *l);
  * needs (the scheduler put both ranks on one core; spin yielding then).  Also
  * publishes our own CPU for the peers' waits.  No system call. */
 int spmd__shm_shares_cpu(spmd__shm_link *l, int peer);
+/* A shm path's records, for a reader that handles a whole frame in place
+ * (p2p_quick.c), under the reader's lock: spmd__shm_record gives the
+ * unread record at the reader's position (its bytes, *len of them) or NULL
+ * (none, or one partly read); spmd__shm_record_done consumes it.  A writer's
+ * spmd__shm_write_whole writes the iov's bytes as one record, or nothing
+ * (-1, EAGAIN) when they do not fit now. */
+const unsigned char *spmd__shm_record(spmd__path *p, size_t *len);
+void spmd__shm_record_done(spmd__path *p);
+ssize_t spmd__shm_write_whole(spmd__path *p, const struct iovec *iov, int n);
 
 #endif

@@ -109,7 +109,9 @@ static void publish(shm_path *p, uint64_t off, uint64_t rec, uint32_t len) {
     p->out_pos += rec;
 }
 
-static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
+/* Write one record of as many of the iov's bytes as fit (whole: all of them
+ * or none). */
+static ssize_t write_record(spmd__path *pp, const struct iovec *iov, int n, int whole) {
     shm_path *p = (shm_path *)pp;
     ring *r = p->out;
     size_t total = 0;
@@ -130,7 +132,7 @@ static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
     }
     uint64_t room = room_for(p, rec_bytes(total));
     if (room > to_end) room = to_end;
-    if (room <= REC_HDR) {
+    if (room <= REC_HDR || (whole && room < rec_bytes(total))) {
         errno = EAGAIN;
         return -1;
     }
@@ -158,6 +160,10 @@ static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) {
     return (ssize_t)len;
 }
 
+static ssize_t shm_writev(spmd__path *pp, const struct iovec *iov, int n) { return write_record(pp, iov, n, 0); }
+
+ssize_t spmd__shm_write_whole(spmd__path *pp, const struct iovec *iov, int n) { return write_record(pp, iov, n, 1); }
+
 /* Open the record at in_pos if it is there (skipping skip records): 1 when
  * there are payload bytes to read. */
 static int open_record(shm_path *p, int *moved) {
@@ -178,6 +184,18 @@ static int open_record(shm_path *p, int *moved) {
     return 1;
 }
 
+/* The reader moved on: tell spinners where to look next, hand the space
+ * back to the writer, and wake it if it waits for room. */
+static void consumed(shm_path *p) {
+    ring *r = p->in;
+    atomic_store_explicit(&p->in_next, (uint64_t)p->in_seq << 32 | (p->in_pos & (p->size - 1)), memory_order_relaxed);
+    atomic_store_explicit(&r->head, p->in_pos, memory_order_release);
+    spmd__shm_fence_fast(p->asym);
+    if (atomic_load_explicit(&r->p_sleep, memory_order_relaxed) &&
+        atomic_exchange_explicit(&r->p_sleep, 0, memory_order_relaxed))
+        doorbell(p->base.fd);
+}
+
 static ssize_t shm_read(spmd__path *pp, void *buf, size_t want) {
     shm_path *p = (shm_path *)pp;
     ring *r = p->in;
@@ -195,20 +213,32 @@ static ssize_t shm_read(spmd__path *pp, void *buf, size_t want) {
             moved = 1;
         }
     }
-    if (moved) {
-        atomic_store_explicit(&p->in_next, (uint64_t)p->in_seq << 32 | (p->in_pos & (p->size - 1)), memory_order_relaxed);
-        atomic_store_explicit(&r->head, p->in_pos, memory_order_release);
-        spmd__shm_fence_fast(p->asym);
-        if (atomic_load_explicit(&r->p_sleep, memory_order_relaxed) &&
-            atomic_exchange_explicit(&r->p_sleep, 0, memory_order_relaxed))
-            doorbell(pp->fd);
-    }
+    if (moved) consumed(p);
     if (!got) {
         errno = EAGAIN;
         return -1;
     }
     SPMD__IPC_ACQUIRE();
     return (ssize_t)got;
+}
+
+const unsigned char *spmd__shm_record(spmd__path *pp, size_t *len) {
+    shm_path *p = (shm_path *)pp;
+    int moved = 0;
+    if (p->in_open && p->in_got) return NULL; /* partly read already */
+    int open = open_record(p, &moved);
+    if (moved) consumed(p); /* past skip records */
+    if (!open) return NULL;
+    SPMD__IPC_ACQUIRE();
+    *len = p->in_len;
+    return p->in->data + (p->in_pos & (p->size - 1)) + REC_HDR;
+}
+
+void spmd__shm_record_done(spmd__path *pp) {
+    shm_path *p = (shm_path *)pp;
+    p->in_pos += rec_bytes(p->in_len);
+    p->in_open = 0;
+    consumed(p);
 }
 
 /* Bytes to read at the reader's position (under the reader's lock; looks
