@@ -5,7 +5,9 @@
  * Prints "size time_us busbw_GBps" lines, measured as spmd-bench measures:
  * all_reduce float sum, the slowest rank's mean over the iterations (after
  * `warmup`, default 5), busbw = size/time × 2(n-1)/n; ping-pong (as
- * osu_latency and spmd-bench -o pingpong): after `warmup` round trips, the
+ * osu_latency and spmd-bench -o pingpong): after `warmup` round trips (the
+ * first size at least about 64 MiB of them, up to 20000: start-up is not the
+ * steady state), the
  * loop of round trips timed as a whole on rank 0, half of it per iteration,
  * and size/time.  MPI_BENCH_THREADS=multiple initialises with
  * MPI_THREAD_MULTIPLE.
@@ -46,7 +48,12 @@ int main(int argc, char **argv) {
         if (!strcmp(what, "pingpong")) {
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = 0;
-            for (int i = -warmup; i < iters; i++) {
+            /* the first size also settles the pair, as in spmd-bench: about
+             * 64 MiB of round trips, between 4 and 20000 */
+            size_t settle = ((size_t)64 << 20) / (bytes ? bytes : 1);
+            settle = settle > 20000 ? 20000 : settle < 4 ? 4 : settle;
+            int warm = bytes == minb && warmup < (int)settle ? (int)settle : warmup;
+            for (int i = -warm; i < iters; i++) {
                 if (i == 0) t0 = MPI_Wtime();
                 if (rank == 0) {
                     MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
