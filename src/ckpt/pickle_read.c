@@ -244,7 +244,7 @@ static spmd_status op_call(vm *m, int newobj) {
 }
 
 static spmd_status op_build(vm *m) {
-    spmd__pv *state;
+    spmd__pv *state = NULL; /* set by pop unless it fails (gcc -O3 cannot tell) */
     spmd_status st = pop(m, &state, "BUILD");
     if (st) return st;
     if (m->sp == 0 || m->stack[m->sp - 1]->type != SPMD__PV_OBJ ||
