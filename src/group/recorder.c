@@ -168,10 +168,24 @@ uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t by
 void spmd__rec_p2p_done(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype) {
     if (!r) return;
     uint64_t t = ++r->p2p_count; /* under the engine's lock, as at a post */
+    /* slot_begin's stores, already finished (one pass: it is on a small
+     * message's path) */
     slot *s = &r->p2p[t & r->mask];
     int64_t now = now_ms(r);
-    slot_begin(s, t, send ? P2P_SEND : P2P_RECV, SPMD__FLIGHT_RUNNING, bytes, dtype, -1, peer, tag, now);
-    slot_end(s, t, SPMD_OK, now);
+    ST(s->seq, 0);
+    atomic_thread_fence(memory_order_release);
+    ST(s->kind, send ? P2P_SEND : P2P_RECV);
+    ST(s->state, (uint32_t)SPMD__FLIGHT_DONE);
+    ST(s->count, (uint64_t)bytes);
+    ST(s->dtype, dtype);
+    ST(s->op, -1);
+    ST(s->peer, peer);
+    ST(s->tag, tag);
+    ST(s->status, 0);
+    ST(s->t_issue, now);
+    ST(s->t_start, now);
+    ST(s->t_end, now);
+    atomic_store_explicit(&s->seq, t, memory_order_release);
 }
 
 void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st) {
