@@ -105,8 +105,10 @@ void spmd__rec_free(spmd__rec *r) {
 
 /* ---- filling ------------------------------------------------------------------ */
 
-static void slot_begin(slot *s, uint64_t seq, uint32_t kind, int state, uint64_t count, int dtype, int op, int peer,
-                       int tag, int64_t now) {
+/* Fill slot s for the operation numbered seq (its readers see it whole or
+ * not at all: seq is cleared first and stored last). */
+static void slot_write(slot *s, uint64_t seq, uint32_t kind, int state, uint64_t count, int dtype, int op, int peer,
+                       int tag, int64_t t_issue, int64_t t_start, int64_t t_end) {
     ST(s->seq, 0);
     atomic_thread_fence(memory_order_release);
     ST(s->kind, kind);
@@ -117,10 +119,15 @@ static void slot_begin(slot *s, uint64_t seq, uint32_t kind, int state, uint64_t
     ST(s->peer, peer);
     ST(s->tag, tag);
     ST(s->status, 0);
-    ST(s->t_issue, now);
-    ST(s->t_start, state == SPMD__FLIGHT_RUNNING ? now : 0);
-    ST(s->t_end, 0);
+    ST(s->t_issue, t_issue);
+    ST(s->t_start, t_start);
+    ST(s->t_end, t_end);
     atomic_store_explicit(&s->seq, seq, memory_order_release);
+}
+
+static void slot_begin(slot *s, uint64_t seq, uint32_t kind, int state, uint64_t count, int dtype, int op, int peer,
+                       int tag, int64_t now) {
+    slot_write(s, seq, kind, state, count, dtype, op, peer, tag, now, state == SPMD__FLIGHT_RUNNING ? now : 0, 0);
 }
 
 static void slot_end(slot *s, uint64_t seq, spmd_status st, int64_t now) {
@@ -168,24 +175,10 @@ uint64_t spmd__rec_p2p_post(spmd__rec *r, int send, int peer, int tag, size_t by
 void spmd__rec_p2p_done(spmd__rec *r, int send, int peer, int tag, size_t bytes, int dtype) {
     if (!r) return;
     uint64_t t = ++r->p2p_count; /* under the engine's lock, as at a post */
-    /* slot_begin's stores, already finished (one pass: it is on a small
-     * message's path) */
-    slot *s = &r->p2p[t & r->mask];
-    int64_t now = now_ms(r);
-    ST(s->seq, 0);
-    atomic_thread_fence(memory_order_release);
-    ST(s->kind, send ? P2P_SEND : P2P_RECV);
-    ST(s->state, (uint32_t)SPMD__FLIGHT_DONE);
-    ST(s->count, (uint64_t)bytes);
-    ST(s->dtype, dtype);
-    ST(s->op, -1);
-    ST(s->peer, peer);
-    ST(s->tag, tag);
-    ST(s->status, 0);
-    ST(s->t_issue, now);
-    ST(s->t_start, now);
-    ST(s->t_end, now);
-    atomic_store_explicit(&s->seq, t, memory_order_release);
+    /* written once, already finished: it is on a small message's path */
+    const int64_t now = now_ms(r);
+    slot_write(&r->p2p[t & r->mask], t, send ? P2P_SEND : P2P_RECV, SPMD__FLIGHT_DONE, bytes, dtype, -1, peer, tag, now,
+               now, now);
 }
 
 void spmd__rec_p2p_end(spmd__rec *r, uint64_t ticket, spmd_status st) {
