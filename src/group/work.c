@@ -181,9 +181,12 @@ int spmd__work_quick_recv(spmd_group *g, spmd__quick_recv *q, uint64_t *spun_ns)
         else if ((r = spmd__p2p_quick_recv(m, q, start != 0)) != SPMD__QUICK_NOT_YET) break;
         if ((i & 63) == 63) {
             const uint64_t now = spmd__now_ns();
-            /* a look under the lock too: the progress thread may have kept
-             * the message unexpected before the spin was announced */
-            if (!start && (r = spmd__p2p_quick_recv(m, q, 1)) != SPMD__QUICK_NOT_YET) break;
+            /* A look under the lock too (and the spin announced, the first
+             * time): another thread of ours, the progress thread among them,
+             * may have read the message and kept it unexpected, which the
+             * ring no longer shows.  Without this look the message waited
+             * for the end of the spin. */
+            if ((r = spmd__p2p_quick_recv(m, q, 1)) != SPMD__QUICK_NOT_YET) break;
             if (!start) start = now, spmd__wait_slice_thread();
             else if (now - start >= spin_ns || atomic_load_explicit(&m->failed, memory_order_relaxed)) break;
             if (m->oversubscribed || spmd__shm_shares_cpu(m->shm, q->peer)) sched_yield();

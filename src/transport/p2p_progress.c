@@ -29,7 +29,10 @@ static void service_shm(spmd__p2p *p, const char *closed, int nap_over) {
     for (int i = 0; i < g->world; i++) {
         peer *pe = &p->peers[i];
         if (!pe->shm || pe->dead) continue;
-        if (nap_over && pe->spun_nap) continue; /* its spinners come back to it (progress_main) */
+        /* its spinners come back to it (progress_main), or are on it now:
+         * a frame taken from under a quick receive (p2p_quick.c), which
+         * posts nothing, would be kept unexpected and handed back late */
+        if (nap_over && (pe->spun_nap || pe->spinners)) continue;
         if (pe->sq && spmd__p2p_flush_peer(p, i) < 0) { spmd__p2p_peer_died(p, i, strerror(errno)); continue; }
         spmd__p2p_read_peer(p, i);
         if (closed[i] && !pe->dead) spmd__p2p_peer_died(p, i, "connection closed");

@@ -9,10 +9,15 @@
  *              and the first is kept for the receive that comes later
  *   mismatch   a size or type mismatch fails the receive naming both sides,
  *              and the pair goes on
+ *   threads    two threads of one rank receive from the same peer with
+ *              their own tags at once: each gets its own messages, in
+ *              order (a frame one of them reads for the other is kept
+ *              unexpected and must still reach it)
  *   killed     a rank SIGKILLed while its peer waits in a blocking receive:
  *              the receive fails naming it, with no hang
  *
  * Run at world 2 and 3 (the third rank talks to rank 0 meanwhile). */
+#include <pthread.h>
 #include <signal.h>
 #include "coll_common.h" /* RREQUIRE, harness */
 #include "group/group_internal.h"
@@ -124,6 +129,40 @@ static int mismatch(spmd_group *g, int rank) {
     return spmd_barrier(g) == SPMD_OK ? 0 : 1;
 }
 
+#define THREAD_MSGS 2000
+
+typedef struct {
+    spmd_group *g;
+    int tag, bad;
+} taker;
+
+static void *take_tag(void *arg) {
+    taker *t = arg;
+    for (int32_t i = 0; i < THREAD_MSGS && !t->bad; i++) {
+        int32_t v = -1;
+        if (spmd_recv(t->g, &v, 1, SPMD_I32, 0, t->tag, NULL) != SPMD_OK || v != i) t->bad = 1 + (int)i;
+    }
+    return NULL;
+}
+
+static int threads(spmd_group *g, int rank) {
+    if (rank == 0) {
+        for (int32_t i = 0; i < THREAD_MSGS; i++) {
+            RREQUIRE(spmd_send(g, &i, 1, SPMD_I32, 1, 40) == SPMD_OK);
+            RREQUIRE(spmd_send(g, &i, 1, SPMD_I32, 1, 41) == SPMD_OK);
+        }
+    } else if (rank == 1) {
+        taker a = {g, 40, 0}, b = {g, 41, 0};
+        pthread_t ta, tb;
+        RREQUIRE(pthread_create(&ta, NULL, take_tag, &a) == 0);
+        RREQUIRE(pthread_create(&tb, NULL, take_tag, &b) == 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        RREQUIRE(a.bad == 0 && b.bad == 0);
+    }
+    return spmd_barrier(g) == SPMD_OK ? 0 : 1;
+}
+
 /* rank 2 of world 3 keeps rank 0 busy meanwhile */
 static int third(spmd_group *g, int rank, int world) {
     if (world < 3 || (rank != 0 && rank != 2)) return 0;
@@ -149,6 +188,7 @@ static int body(int rank, int world, void *arg) {
     if (!rc) rc = third(g, rank, world);
     if (!rc) rc = order(g, rank);
     if (!rc) rc = mismatch(g, rank);
+    if (!rc) rc = threads(g, rank);
     spmd_group_destroy(g);
     return rc;
 }
