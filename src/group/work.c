@@ -134,20 +134,25 @@ static inline void cpu_relax(void) {
  * spinning takes the core the sender needs: yield while spinning and give up
  * soon.  Over TCP every look is a system call; yield between them so the
  * progress thread or the peer rank may run. */
+/* How long a waiter for a message of len bytes busy-polls before it sleeps.
+ * A large message over shared memory takes a copy's time (the peer's, or
+ * ours): wait that long too, at 4 GB/s.  Falling asleep just before the end
+ * costs a doorbell and a wake-up (~100 µs on a guest): 4 MiB ping-pong went
+ * 530 -> 430 µs. */
+static uint64_t spin_budget_ns(const spmd__mesh *m, size_t len) {
+    if (!m->shm) return m->spin_ns < 50000 ? m->spin_ns : 50000;
+    return m->spin_ns + (m->oversubscribed ? 0 : (uint64_t)(len < (64u << 20) ? len : 64u << 20) / 4);
+}
+
 static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
     const int peer = w->req.poll_peer;
-    uint64_t spin_ns = m->shm ? m->spin_ns : m->spin_ns < 50000 ? m->spin_ns : 50000;
+    uint64_t spin_ns = spin_budget_ns(m, w->req.len);
     /* A sender whose message its receiver reads with two threads: the
      * receiver's helper may want this core (transport/cma_parallel.c). */
     const int lends_core =
         w->req.send && m->p2p_parallel_min && w->req.len >= m->p2p_parallel_min && m->shm && spmd__idle_core();
     const int yield = m->oversubscribed || !m->shm || lends_core;
-    /* A large message over shared memory takes a copy's time (the peer's,
-     * or ours): wait that long too, at 4 GB/s, before sleeping.  Falling
-     * asleep just before the end costs a doorbell and a wake-up (~100 µs on
-     * a guest): 4 MiB ping-pong went 530 -> 430 µs. */
-    if (m->shm && !m->oversubscribed) spin_ns += (uint64_t)(w->req.len < (64u << 20) ? w->req.len : 64u << 20) / 4;
     spin_ns = spin_ns > w->spun_ns ? spin_ns - w->spun_ns : 0;
     uint64_t spin_until = 0; /* from the first look at the clock: most waits end before it */
     if (!w->req.spin_begun) spmd__p2p_spin_begin(m, peer);
@@ -174,7 +179,7 @@ int spmd__work_quick_recv(spmd_group *g, spmd__quick_recv *q, uint64_t *spun_ns)
      * announced to the engine only once the first round of looks found
      * nothing: a ping-pong's reply comes sooner, and the announcement and its
      * end cost more than the message. */
-    const uint64_t spin_ns = m->spin_ns + (m->oversubscribed ? 0 : q->len / 4);
+    const uint64_t spin_ns = spin_budget_ns(m, q->len);
     uint64_t start = 0;
     for (unsigned i = 0;; i++) {
         if (!spmd__p2p_ready(m, q->peer)) cpu_relax();
