@@ -324,12 +324,10 @@ static size_t a2a_recv_extent(const spmd__coll_args *a, int w) {
 /* The row this call runs: SPMD_OK, or SPMD_ERR_INVALID with the reason in
  * why (an unknown name, no algorithm for this world size, a row that needs
  * shared memory the mesh does not have) — decided by this rank alone. */
-static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const algo_row **out, char *why,
-                          size_t whylen) {
+static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const char *name, const char *var,
+                          int paths, const algo_row **out, char *why, size_t whylen) {
     const int w = spmd__ctx_world(c);
     const algo_row *row = NULL;
-    const char *var = "";
-    const char *name = a->algo[0] ? a->algo : env_choice(a->kind, &var);
     if (name) {
         row = find_named(a->kind, name);
         if (!row) {
@@ -346,10 +344,8 @@ static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const alg
         }
     }
     if (w == 1) return SPMD_OK;
-    /* a group over MPI (c->m->ext) has no rings: its rows first, then the path-free ones */
-    const int ext = c->m->ext != NULL;
-    const int shm = !ext && spmd__shm_coll_usable(c), hier = !ext && spmd__shm_coll_hier_usable(c);
-    if (!row) row = auto_row(a, w, ext ? 3 : shm ? 1 : hier ? 2 : 0);
+    const int shm = paths == 1, hier = paths == 1 ? spmd__shm_coll_hier_usable(c) : paths == 2;
+    if (!row) row = auto_row(a, w, paths);
     if (!row) {
         snprintf(why, whylen, "%s: no algorithm for world size %d", spmd__coll_kind_name(a->kind), w);
         return SPMD_ERR_INVALID;
@@ -363,31 +359,68 @@ static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const alg
     return SPMD_OK;
 }
 
+/* The paths every rank of the mesh has alike, as auto_row takes them: a
+ * group over MPI (c->m->ext) has no rings, so its rows come first, then the
+ * path-free ones. */
+static int mesh_paths(const spmd__coll_ctx *c) {
+    if (c->m->ext) return 3;
+    return spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0;
+}
+
+/* The table's row and the descriptor of the last call that took them from
+ * the table, kept while the arguments that decide both stay the same: a
+ * loop of one collective (every training step) skips the table's scan and
+ * the hash, a fifth of a small all_reduce's own work (issue 28). */
+static int memo_matches(const spmd__coll_memo *m, const spmd__coll_args *a, int paths) {
+    return m->row && m->kind == a->kind && m->count == a->count && m->dt == a->dt && m->op == a->op &&
+           m->root == a->root && m->paths == paths && !a->sendcounts && !a->recvcounts;
+}
+
+static void memo_keep(spmd__coll_memo *m, const spmd__coll_args *a, int paths, const algo_row *row,
+                      int algo, uint32_t desc) {
+    *m = (spmd__coll_memo){.kind = a->kind, .count = a->count, .dt = a->dt, .op = a->op, .root = a->root,
+                           .paths = paths, .row = row, .algo = algo, .desc = desc};
+}
+
 spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
     if ((int)a->kind <= 0 || a->kind >= SPMD__C_KIND_COUNT)
         return spmd__coll_fail(c, SPMD_ERR_INVALID, "unknown collective kind %d", (int)a->kind);
 
+    const char *var = "";
+    const char *name = a->algo[0] ? a->algo : env_choice(a->kind, &var);
+    const int paths = w > 1 ? mesh_paths(c) : 0;
     const algo_row *row = NULL;
-    char why[SPMD__ERRLEN];
-    why[0] = '\0'; /* not = "": zeroing 512 bytes was 6 % of a small collective */
-    spmd_status chosen = choose(c, a, &row, why, sizeof why);
-    if (w == 1) return chosen ? spmd__coll_fail(c, chosen, "%s", why) : run_local(c, a);
-
-    /* What every rank must agree on; rooted collectives, and a rank that
-     * could not choose, settle it with every rank first (agree.c). */
+    spmd__coll_memo *memo = &c->memo;
     c->algo_name = algo_label;
-    c->algo = row ? algo_id(row) : SPMD__ALGO_NONE;
-    c->desc = spmd__coll_describe(a, c->algo, spmd__ctx_segment_bytes(c));
-    const int agree = !row || spmd__coll_is_rooted(a->kind);
+    if (!name && w > 1 && memo_matches(memo, a, paths)) {
+        row = memo->row;
+        c->algo = memo->algo;
+        c->desc = memo->desc;
+    } else {
+        char why[SPMD__ERRLEN];
+        why[0] = '\0'; /* not = "": zeroing 512 bytes was 6 % of a small collective */
+        spmd_status chosen = choose(c, a, name, var, paths, &row, why, sizeof why);
+        if (w == 1) return chosen ? spmd__coll_fail(c, chosen, "%s", why) : run_local(c, a);
+        /* What every rank must agree on; a rank that could not choose
+         * settles it with every rank first (agree.c, below). */
+        c->algo = row ? algo_id(row) : SPMD__ALGO_NONE;
+        c->desc = spmd__coll_describe(a, c->algo, spmd__ctx_segment_bytes(c));
+        if (!name && row) memo_keep(memo, a, paths, row, c->algo, c->desc);
+        if (!row) {
+            spmd__desync_announce(c, 1);
+            spmd_status st = spmd__coll_agree(c, a);
+            if (st) return st;
+            c->unanimous = 1; /* every rank failed alike: the group stays usable */
+            return spmd__coll_fail(c, chosen, "%s", why);
+        }
+    }
+    /* Rooted collectives settle what every rank must agree on first (agree.c). */
+    const int agree = spmd__coll_is_rooted(a->kind);
     spmd__desync_announce(c, agree);
     if (agree) {
         spmd_status st = spmd__coll_agree(c, a);
         if (st) return st;
-        if (!row) { /* every rank failed alike: the group stays usable */
-            c->unanimous = 1;
-            return spmd__coll_fail(c, chosen, "%s", why);
-        }
     }
     SPMD_LOGD("%s: count %zu %s, world %d: algorithm %s", spmd__coll_kind_name(a->kind), a->count,
               spmd_dtype_name(a->dt), w, row->name);

@@ -38,6 +38,19 @@ const char *spmd__coll_kind_name(spmd__coll_kind k); /* "all_reduce", ... */
 /* The collective running on a mesh: set by the group's executor and by
  * coll/select.c before each collective, read by the algorithms through
  * coll.h's accessors. */
+/* coll/select.c's last choice from its table (the row as an opaque
+ * pointer: the table is select.c's own). */
+typedef struct {
+    spmd__coll_kind kind;
+    size_t count;
+    spmd_dtype dt;
+    spmd_op op;
+    int root, paths;
+    const void *row; /* NULL: nothing kept */
+    int algo;
+    uint32_t desc;
+} spmd__coll_memo;
+
 typedef struct spmd__coll_ctx {
     spmd__mesh *m;
     spmd__coll_kind kind;  /* the collective running now */
@@ -57,6 +70,7 @@ typedef struct spmd__coll_ctx {
     int use_cma;           /* large sends may go by cross-memory attach */
     void *scratch[SPMD__SCRATCH_SLOTS];
     size_t scratch_len[SPMD__SCRATCH_SLOTS];
+    spmd__coll_memo memo;
     char err[SPMD__ERRLEN];
 } spmd__coll_ctx;
 
