@@ -51,11 +51,11 @@ enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_NACK, F_REFUSED, F_BYE, F_ABORT, F_R
 #define RGET_LEN 24u /* RGET's payload: address, seal address, seal */
 /* Smallest send read by cross-memory attach where the pair allows it
  * (SPMD_P2P_CMA_MIN_BYTES sets both); smaller ones go through the ring or
- * the connection.  A ring pair starts higher: at 32 KiB the ring's two
- * pipelined copies (5.8 µs) beat a read's page pinning and FIN (7.5 µs),
- * at 64 KiB the read wins (13 µs against 18). */
+ * the connection.  A ring pair starts at the ring's size: below it the
+ * ring's two pipelined copies beat a read's page pinning and FIN (world-2
+ * ping-pong, 128 KiB rings: 2.2 µs against 7.8 at 64 KiB; even at 128 KiB,
+ * where the message no longer fits whole; the read wins from 256 KiB). */
 #define CMA_MIN_DEFAULT (32u * 1024u)
-#define CMA_MIN_RING_DEFAULT (64u * 1024u)
 /* From this size a receiver reads a message with two threads where it can
  * (SPMD_P2P_PARALLEL_MIN_BYTES, 0: never; cma_parallel.c). */
 #define PARALLEL_MIN_DEFAULT (512L * 1024L)

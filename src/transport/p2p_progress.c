@@ -161,7 +161,7 @@ spmd_status spmd__p2p_start(spmd__mesh *g, char *err, size_t errlen) {
     long cma_min = -1;
     if (spmd__env_int("SPMD_P2P_CMA_MIN_BYTES", 1, 1L << 40, &cma_min) != SPMD_OK) cma_min = -1;
     p->cma_min = cma_min > 0 ? (size_t)cma_min : CMA_MIN_DEFAULT;
-    p->cma_min_ring = cma_min > 0 ? (size_t)cma_min : CMA_MIN_RING_DEFAULT;
+    p->cma_min_ring = cma_min > 0 ? (size_t)cma_min : spmd__shm_ring_bytes(g->shm);
     long par_min = PARALLEL_MIN_DEFAULT;
     if (spmd__env_int("SPMD_P2P_PARALLEL_MIN_BYTES", 0, 1L << 40, &par_min) != SPMD_OK) par_min = PARALLEL_MIN_DEFAULT;
     g->p2p_parallel_min = (size_t)par_min;

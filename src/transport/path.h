@@ -133,6 +133,8 @@ spmd_status spmd__shm_link_setup(struct spmd__mesh *m, int mode, int64_t deadlin
 void spmd__shm_link_free(spmd__shm_link *l);
 /* Peers reached by shared memory (0 when none). */
 int spmd__shm_link_peers(const spmd__shm_link *l);
+/* Bytes of each ring (0 when none). */
+size_t spmd__shm_ring_bytes(const spmd__shm_link *l);
 /* A waiter about to spin on `peer` (-1: any peer): 1 when that peer last
  * waited on the CPU we run on now, so spinning would keep it off the core it
  * needs (the scheduler put both ranks on one core; spin yielding then).  Also

@@ -69,6 +69,8 @@ typedef struct {
     uint64_t out_pos;    /* where the next record goes (the ring's tail follows) */
     uint32_t out_seq;    /* its stamp */
     uint64_t out_head;   /* last head seen on `out` */
+    uint64_t out_from;   /* where the bytes of the last write began ... */
+    int out_cont;        /* ... which did not fit whole: the next write goes on with them */
 } shm_path;
 
 struct spmd__shm_link {

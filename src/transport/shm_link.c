@@ -67,6 +67,8 @@ void spmd__shm_link_free(spmd__shm_link *l) {
 
 int spmd__shm_link_peers(const spmd__shm_link *l) { return l ? l->npeers : 0; }
 
+size_t spmd__shm_ring_bytes(const spmd__shm_link *l) { return l ? l->ring_bytes : 0; }
+
 int spmd__shm_shares_cpu(spmd__shm_link *l, int peer) {
     if (!l) return 0;
     int me = sched_getcpu(); /* a read of the rseq area with glibc >= 2.35 */

@@ -120,6 +120,9 @@ static ssize_t write_record(spmd__path *pp, const struct iovec *iov, int n, int 
         errno = EAGAIN;
         return -1;
     }
+    /* where the writer's bytes began: a write that did not fit whole is
+     * continued by the next (the stream's bytes in order) */
+    const uint64_t start = p->out_cont ? p->out_from : p->out_pos;
     uint64_t off = p->out_pos & (p->size - 1), to_end = p->size - off;
     if (to_end < REC_MIN) { /* too little before the end: a skip record, then from the start */
         if (room_for(p, to_end + REC_MIN) < to_end) {
@@ -147,14 +150,24 @@ static ssize_t write_record(spmd__path *pp, const struct iovec *iov, int n, int 
     }
     SPMD__IPC_RELEASE();
     publish(p, off, rec_bytes(len), (uint32_t)len);
+    p->out_cont = len < total;
+    p->out_from = start;
     atomic_store_explicit(&r->tail, p->out_pos, memory_order_release);
     spmd__shm_fence_fast(p->asym);
     if (atomic_load_explicit(&r->c_sleep, memory_order_relaxed)) {
         if (atomic_exchange_explicit(&r->c_sleep, 0, memory_order_relaxed)) doorbell(pp->fd);
     } else if (atomic_load_explicit(&r->c_idle, memory_order_relaxed) && p->out_pos - p->out_head > p->size / 2) {
-        /* our idea of the reader's progress only lags: look before ringing */
+        /* our idea of the reader's progress only lags: look before ringing.
+         * A reader that had read every earlier record keeps up (a receive
+         * spins on this ring): one large record alone wakes nobody.  Waking
+         * the reader's progress thread for each 64 KiB message of a
+         * ping-pong through a 128 KiB ring (two records: the first up to
+         * the ring's end) took the spinning ranks' cores and doubled its
+         * time (issue 28).  A writer that finds no room
+         * rings in shm_arm, so an idle reader still drains a full ring. */
         p->out_head = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (p->out_pos - p->out_head > p->size / 2 && atomic_exchange_explicit(&r->c_idle, 0, memory_order_relaxed))
+        if (p->out_head != start && p->out_pos - p->out_head > p->size / 2 &&
+            atomic_exchange_explicit(&r->c_idle, 0, memory_order_relaxed))
             doorbell(pp->fd);
     }
     return (ssize_t)len;
@@ -269,6 +282,11 @@ static int shm_arm(spmd__path *pp, int reading, int writing) {
     spmd__shm_fence_slow(p->asym && !pp->nap);
     if (reading && has_bytes(p)) return 1;
     if (writing && p->size - (p->out_pos - atomic_load_explicit(&p->out->head, memory_order_acquire)) >= need) return 1;
+    /* no room: a reader that sleeps wanting nothing from us must drain the
+     * ring all the same (write_record leaves it asleep while it keeps up) */
+    if (writing && atomic_load_explicit(&p->out->c_idle, memory_order_relaxed) &&
+        atomic_exchange_explicit(&p->out->c_idle, 0, memory_order_relaxed))
+        doorbell(pp->fd);
     return 0;
 }
 

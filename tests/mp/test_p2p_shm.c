@@ -108,8 +108,10 @@ static int withdrawn(spmd_group *g, int rank, int world) {
 static unsigned char pattern(int src, size_t i) { return (unsigned char)(src * 29 + i * 11 + (i >> 9)); }
 
 static int sizes(spmd_group *g, int rank, int world) {
-    static const size_t sz[] = {16383, 16384, 32767, 32768, 32769, 65536, 65537, 1u << 20, (1u << 20) + 3,
-                                (3u << 20) + 5};
+    /* around the single-copy threshold of a 128 KiB ring and past the size
+     * read with two threads */
+    static const size_t sz[] = {16383,  16384,  32767,    32768,          32769,         65536,
+                                65537, 131071, 131072, 1u << 20, (1u << 20) + 3, (3u << 20) + 5};
     for (size_t k = 0; k < sizeof sz / sizeof *sz; k++) {
         const size_t n = sz[k];
         unsigned char *out = malloc(n), *in = malloc(n);
