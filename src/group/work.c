@@ -127,13 +127,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
- * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
- * so spin longer there, and touch the engine only when its ring has bytes
- * (no lock, no system call while nothing comes).  When ranks outnumber cores,
- * spinning takes the core the sender needs: yield while spinning and give up
- * soon.  Over TCP every look is a system call; yield between them so the
- * progress thread or the peer rank may run. */
 /* How long a waiter for a message of len bytes busy-polls before it sleeps.
  * A large message over shared memory takes a copy's time (the peer's, or
  * ours): wait that long too, at 4 GB/s.  Falling asleep just before the end
@@ -144,6 +137,13 @@ static uint64_t spin_budget_ns(const spmd__mesh *m, size_t len) {
     return m->spin_ns + (m->oversubscribed ? 0 : (uint64_t)(len < (64u << 20) ? len : 64u << 20) / 4);
 }
 
+/* Busy-wait for a p2p work, driving the engine ourselves: over shared memory
+ * a small message is a few hundred nanoseconds, far below a sleep/wake pair,
+ * so spin longer there, and touch the engine only when its ring has bytes
+ * (no lock, no system call while nothing comes).  When ranks outnumber cores,
+ * spinning takes the core the sender needs: yield while spinning and give up
+ * soon.  Over TCP every look is a system call; yield between them so the
+ * progress thread or the peer rank may run. */
 static void spin_p2p(spmd_work *w) {
     spmd__mesh *m = &w->g->t;
     const int peer = w->req.poll_peer;

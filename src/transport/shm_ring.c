@@ -163,8 +163,8 @@ static ssize_t write_record(spmd__path *pp, const struct iovec *iov, int n, int 
          * the reader's progress thread for each 64 KiB message of a
          * ping-pong through a 128 KiB ring (two records: the first up to
          * the ring's end) took the spinning ranks' cores and doubled its
-         * time (issue 28).  A writer that finds no room
-         * rings in shm_arm, so an idle reader still drains a full ring. */
+         * time (issue 28).  A writer that finds no room rings in shm_arm,
+         * so an idle reader still drains a full ring. */
         p->out_head = atomic_load_explicit(&r->head, memory_order_acquire);
         if (p->out_head != start && p->out_pos - p->out_head > p->size / 2 &&
             atomic_exchange_explicit(&r->c_idle, 0, memory_order_relaxed))

@@ -35,9 +35,6 @@ const char *spmd__coll_kind_name(spmd__coll_kind k); /* "all_reduce", ... */
 /* An algorithm id (coll/select.c's table) meaning "none could be chosen". */
 #define SPMD__ALGO_NONE 0xff
 
-/* The collective running on a mesh: set by the group's executor and by
- * coll/select.c before each collective, read by the algorithms through
- * coll.h's accessors. */
 /* coll/select.c's last choice from its table (the row as an opaque
  * pointer: the table is select.c's own). */
 typedef struct {
@@ -51,6 +48,9 @@ typedef struct {
     uint32_t desc;
 } spmd__coll_memo;
 
+/* The collective running on a mesh: set by the group's executor and by
+ * coll/select.c before each collective, read by the algorithms through
+ * coll.h's accessors. */
 typedef struct spmd__coll_ctx {
     spmd__mesh *m;
     spmd__coll_kind kind;  /* the collective running now */
