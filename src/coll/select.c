@@ -21,7 +21,8 @@
  * rows say what decided them.  Rows with an empty byte range are never picked
  * automatically but stay available by name.
  *
- * On a group over MPI the rows marked ON_MPI come first, then every row
+ * On a group over MPI the rows marked ON_MPI come first (ON_MPI_HOST
+ * ones before them when every rank runs on this host), then every row
  * marked ANY_PATH: spmd's algorithms run over MPI point-to-point.  "mpi" —
  * MPI's own non-blocking collective (mpi_native.c) — was measured against
  * them for every collective (bench/mpi_sweep.sh, Open MPI 4.1 over shared
@@ -45,6 +46,7 @@
 #define ANY_PATH , 0 /* TCP or rings */
 #define HIER , 2     /* the row needs several hosts of equal size, shared memory within each */
 #define ON_MPI , 3   /* the row is for groups over MPI (SPMD_BACKEND=mpi) */
+#define ON_MPI_HOST , 4 /* ... over MPI with every rank on this host (MPI's shared memory) */
 
 typedef struct {
     spmd__coll_kind kind;
@@ -54,7 +56,7 @@ typedef struct {
     int wlo, whi;   /* ... and wlo <= world <= whi */
     int shm;        /* ... and (1) only when every pair shares memory, (2) only over hosts
                        of equal size sharing memory within (transport/xfer.h), (3) only
-                       on a group over MPI */
+                       on a group over MPI, (4) only on one over MPI within one host */
 } algo_row;
 
 /* clang-format off */
@@ -93,8 +95,17 @@ static const algo_row TABLE[] = {
      * 37 and MPI_Allreduce's 29); rhd is 1.4x faster than rd over shared
      * memory from 1 MiB, but from 2 MiB 1.2-1.4x slower over TCP, which is
      * how hosts talk (shared memory: rd still beats MPI_Allreduce, 0.9x).
-     * MPI's own all_reduce never wins. */
-    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         64 * KiB,       2, 2 ON_MPI},
+     * MPI's own all_reduce never wins.
+     * Within one host, Open MPI (4.1's vader, 5's sm) sends eagerly only up
+     * to 4 KiB including its match header: rd's whole buffer of 4048 bytes
+     * or more goes by rendezvous (8 us against 2.3 at 4032 B, and
+     * MPI_Allreduce's 3.7 at 4 KiB), while rhd's halves stay eager up to
+     * 8064 B (4.1-4.9 us; spmd-bench over mpirun --mca btl vader,self,
+     * performance-log.md).  Over TCP (eager to 64 KiB) rhd's second step
+     * would double the time, so the row is for one host only. */
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          0,         4040,           2, 2 ON_MPI},
+    {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         4040,      8080,           2, 2 ON_MPI_HOST},
+    {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          4040,      64 * KiB,       2, 2 ON_MPI},
     {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         64 * KiB,  128 * KiB,      2, 2 ON_MPI},
     {SPMD__C_ALL_REDUCE,     "rd",        spmd__allreduce_rd,          128 * KiB, 1 * MiB,        2, 2 ON_MPI},
     {SPMD__C_ALL_REDUCE,     "rhd",       spmd__allreduce_rhd,         1 * MiB,   2 * MiB,        2, 2 ON_MPI},
@@ -208,12 +219,20 @@ static size_t select_bytes(const spmd__coll_args *a, int w) {
     }
 }
 
-/* shm: 1 every pair shares memory, 2 hosts of equal size, 3 a group over MPI, 0 none of these */
+/* Whether a row marked `need` (algo_row.shm) fits a mesh with these paths:
+ * a group over MPI within one host (4) also takes the rows of any group
+ * over MPI (3). */
+static int row_fits(int need, int paths) {
+    return !need || need == paths || (need == 3 && paths == 4);
+}
+
+/* shm: 1 every pair shares memory, 2 hosts of equal size, 3 a group over
+ * MPI, 4 one over MPI within one host, 0 none of these */
 static const algo_row *auto_row(const spmd__coll_args *a, int w, int shm) {
     const size_t bytes = select_bytes(a, w);
     for (size_t i = 0; i < NROWS; i++) {
         const algo_row *t = &TABLE[i];
-        if (t->kind != a->kind || !t->fn || t->lo == t->hi || (t->shm && t->shm != shm)) continue;
+        if (t->kind != a->kind || !t->fn || t->lo == t->hi || !row_fits(t->shm, shm)) continue;
         if (bytes >= t->lo && (bytes < t->hi || t->hi == ANY_SIZE) && w >= t->wlo && w <= t->whi) return t;
     }
     return NULL;
@@ -361,9 +380,10 @@ static spmd_status choose(spmd__coll_ctx *c, const spmd__coll_args *a, const cha
 
 /* The paths every rank of the mesh has alike, as auto_row takes them: a
  * group over MPI (c->m->ext) has no rings, so its rows come first, then the
- * path-free ones. */
+ * path-free ones; every rank on one host (mpi_link.c counts them by kernel
+ * identity) is so for all of them or for none. */
 static int mesh_paths(const spmd__coll_ctx *c) {
-    if (c->m->ext) return 3;
+    if (c->m->ext) return c->m->local_world == c->m->world ? 4 : 3;
     return spmd__shm_coll_usable(c) ? 1 : spmd__shm_coll_hier_usable(c) ? 2 : 0;
 }
 

@@ -83,6 +83,15 @@ static int body(int rank, int w, void *arg) {
                     }
         }
     }
+    /* The automatic choice around the sizes where it changes over MPI
+     * within one host (4040 and 8080 bytes, coll/select.c) */
+    static const size_t edge[] = {1009, 1010, 1500, 2019, 2020};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        for (int inplace = 0; inplace < 2; inplace++)
+            if (one(g, rank, w, "", SPMD_F32, SPMD_SUM, edge[i], inplace, (int)(i & 1))) {
+                spmd_group_destroy(g);
+                return 1;
+            }
     spmd_group_destroy(g);
     return 0;
 }
