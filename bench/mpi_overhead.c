@@ -135,9 +135,9 @@ int main(int argc, char **argv) {
         MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
         for (int k = 0; k < nc; k++) timed(k, algo[k], g, in, out, n, 2); /* warm-up */
         double t[MAXC][64];
-        /* each round starts with the next contender: the one after
-         * MPI_Allreduce was up to 1.4x slower at 1-16 MiB in every round
-         * when the order stayed (this guest's copies, not the contender) */
+        /* each round starts with the next contender: with the order fixed,
+         * a contender's place in the round moved its time at 1-16 MiB by up
+         * to 1.4x (this guest's copies, not the contender) */
         for (int r = 0; r < rounds && r < 64; r++)
             for (int j = 0; j < nc; j++) {
                 const int k = (r + j) % nc;
