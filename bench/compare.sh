@@ -38,6 +38,11 @@
 # BENCH_PP_ITERS=N round trips per ping-pong size (default 200).
 # MPI_BENCH_THREADS=multiple: Open MPI with MPI_THREAD_MULTIPLE (any thread
 # may call, as with spmd); by default it runs with one calling thread.
+# BENCH_MIN_MS=M times every size for at least M ms (spmd-bench --min-ms,
+# MPI_BENCH_MIN_MS for the MPIs; gloo keeps the fixed counts): the iteration
+# counts are then minimums.  Beside busy processes a round of a few hundred
+# microseconds shows whether the scheduler preempted it, not the rate a long
+# job gets.
 set -u
 BUILD=${1:-build}
 W=${2:-2}
@@ -47,6 +52,9 @@ MAXB=${BENCH_MAX_BYTES:-$((64 * 1024 * 1024))}
 PPMAX=$((16 * 1024 * 1024))
 [ "$MAXB" -lt "$PPMAX" ] && PPMAX=$MAXB
 PPIT=${BENCH_PP_ITERS:-200}
+MINMS=${BENCH_MIN_MS:-0}
+case "$MINMS" in ''|*[!0-9]*) echo "compare.sh: BENCH_MIN_MS must be a whole number of ms, not '$MINMS'" >&2; exit 2 ;; esac
+export MPI_BENCH_MIN_MS=$MINMS
 TMP=$(mktemp -d)
 LOAD=${BENCH_LOAD:-0}
 . "$(dirname "$0")/hogs.sh"
@@ -66,9 +74,11 @@ if [ "${BENCH_BIND:-}" = core ] && [ "$W" -gt "$(nproc)" ]; then
 fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 avx2 /proc/cpuinfo), $(date -u +%Y-%m-%d)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); ranks bound to cores: $BIND; rounds: $ROUNDS${NICE:+; $NICE}${MPI_BENCH_THREADS:+; Open MPI threads: $MPI_BENCH_THREADS}; background load: $LOAD CPU-bound process(es)"
-echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations, median of $ROUNDS round(s)"
+MINTXT=""
+[ "$MINMS" -gt 0 ] && MINTXT=" (at least, and at least $MINMS ms a size)"
+echo "# all_reduce float sum, world $W, busbw GB/s (time us), slowest rank's mean of $IT iterations$MINTXT, median of $ROUNDS round(s)"
 
-MPIRUN="mpirun --allow-run-as-root --oversubscribe $MPIBIND"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe $MPIBIND -x MPI_BENCH_MIN_MS"
 # MPI_BENCH_THREADS=multiple: Open MPI initialised with MPI_THREAD_MULTIPLE,
 # the guarantee spmd always gives (bench/mpi_bench.c)
 [ -n "${MPI_BENCH_THREADS:-}" ] && MPIRUN="$MPIRUN -x MPI_BENCH_THREADS"
@@ -80,7 +90,7 @@ fi
 # MPICH 4 (Debian's mpich: mpicc.mpich, mpirun.mpich, beside Open MPI);
 # its launcher binds as mpirun does when Open MPI's does
 HAVE_MPICH=0
-MPICHRUN="mpirun.mpich"
+MPICHRUN="mpirun.mpich -genv MPI_BENCH_MIN_MS $MINMS"
 [ "$BIND" = core ] && MPICHRUN="$MPICHRUN -bind-to core"
 if command -v mpicc.mpich >/dev/null 2>&1 && command -v mpirun.mpich >/dev/null 2>&1; then
     mpicc.mpich -O2 "$(dirname "$0")/mpi_bench.c" -o "$TMP/mpich_bench" && HAVE_MPICH=1
@@ -95,7 +105,7 @@ fi
 # same path as the ompi-shm column; "" leaves the choice to Open MPI 5, UCX).
 HAVE_OMPI5=0
 ROOTSH="$(cd "$(dirname "$0")/.." && pwd)/scripts/torch2-root.sh"
-OMPI5RUN="$ROOTSH run -b $TMP -- mpirun --allow-run-as-root --oversubscribe $MPIBIND \
+OMPI5RUN="$ROOTSH run -b $TMP -- mpirun --allow-run-as-root --oversubscribe $MPIBIND -x MPI_BENCH_MIN_MS=$MINMS \
 ${BENCH_OMPI5_MCA---mca pml ob1 --mca btl sm,self}"
 [ -n "${MPI_BENCH_THREADS:-}" ] && OMPI5RUN="$OMPI5RUN -x MPI_BENCH_THREADS=$MPI_BENCH_THREADS"
 if [ "${BENCH_OMPI5:-1}" != 0 ] && [ "$(id -u)" = 0 ] && [ -f "$("$ROOTSH" path)/.spmd-ready" ]; then
@@ -108,7 +118,7 @@ fi
 : > "$TMP/spmd"; : > "$TMP/mpitcp"; : > "$TMP/mpishm"; : > "$TMP/mpich"; : > "$TMP/ompi5"; : > "$TMP/gloo"
 for r in $(seq "$ROUNDS"); do
     SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np "$W" -o all_reduce -b 4 -e $MAXB -f 2 -n "$IT" -w 5 -c 0 \
-        --outplace-only > "$TMP/out"
+        --outplace-only -T "$MINMS" > "$TMP/out"
     awk '!/^#/ && NF {print $1, $6, $8}' "$TMP/out" >> "$TMP/spmd"
     if [ "$HAVE_MPI" = 1 ]; then
         loaded $NICE $MPIRUN -np "$W" --mca btl tcp,self "$TMP/mpi_bench" allreduce 4 $MAXB "$IT" 5 2>/dev/null >> "$TMP/mpitcp"
@@ -153,11 +163,11 @@ echo "# ratios are time(peer)/time(spmd): above 1 means spmd is faster"
 
 if [ "$W" = 2 ]; then
     echo
-    echo "# ping-pong, half round trip us (bandwidth GB/s), $PPIT round trips after 20 warm-ups, median of $ROUNDS round(s)"
+    echo "# ping-pong, half round trip us (bandwidth GB/s), $PPIT round trips$MINTXT after 20 warm-ups, median of $ROUNDS round(s)"
     : > "$TMP/pp"; : > "$TMP/pptcp"; : > "$TMP/ppshm"; : > "$TMP/ppmpich"; : > "$TMP/ppompi5"
     for r in $(seq "$ROUNDS"); do
         SPMD_BIND=$BIND loaded $NICE "$BUILD/tools/spmd-bench" --np 2 -o pingpong -b 4 -e $PPMAX -f 4 -n $PPIT -w 20 \
-            > "$TMP/out"
+            -T "$MINMS" > "$TMP/out"
         awk '!/^#/ && NF {print $1, $2, $3}' "$TMP/out" >> "$TMP/pp"
         if [ "$HAVE_MPI" = 1 ]; then
             loaded $NICE $MPIRUN -np 2 --mca btl tcp,self "$TMP/mpi_bench" pingpong 4 $PPMAX $PPIT 20 2>/dev/null >> "$TMP/pptcp"

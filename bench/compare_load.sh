@@ -10,7 +10,8 @@
 # then the one-page summary of them (bench/load_summary.sh).
 # BENCH_WORLDS="2 4 8" and BENCH_LOADS="0 C 2C" (C: the core count) narrow
 # it; the other BENCH_* settings of compare.sh pass through (e.g.
-# BENCH_MAX_BYTES=65536 for a smoke run).  Take figures on a machine with
+# BENCH_MAX_BYTES=65536 for a smoke run; BENCH_MIN_MS=200 times each size for
+# at least 200 ms, which beside busy processes measures the sustained rate).  Take figures on a machine with
 # nothing else running: the load is what this script adds.
 set -u
 BUILD=${1:-build}

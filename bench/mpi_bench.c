@@ -15,11 +15,25 @@
  * times, as allreduce, the least an all_reduce at world 2 costs when no
  * call may block in MPI (how spmd's MPI backend must call it to notice a
  * dead peer or a deadline): MPI_Irecv and MPI_Isend of the whole buffer,
- * MPI_Testall until both are done, then the sum. */
+ * MPI_Testall until both are done, then the sum.
+ * MPI_BENCH_MIN_MS=M runs each size's loop again with more iterations until
+ * it lasts at least M ms (as spmd-bench --min-ms: beside other jobs a short
+ * loop shows whether the scheduler preempted it, not the sustained rate). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* MPI_BENCH_MIN_MS: the iterations for the next run of a loop that took
+ * `per_s` seconds per iteration with `iters`, or 0 when it lasted long
+ * enough (the rule of spmd-bench's longer_loop). */
+static int longer_loop(int iters, double per_s, int min_ms) {
+    const double want = min_ms / 1000.0, took = per_s * iters;
+    if (took >= want || iters >= (1 << 28)) return 0;
+    double next = took > 0 ? iters * (want / took) * 1.1 : iters * 16.0;
+    if (next < iters * 2.0) next = iters * 2.0;
+    return next > (double)(1 << 28) ? 1 << 28 : (int)next;
+}
 
 int main(int argc, char **argv) {
     /* MPI_BENCH_THREADS=multiple: the guarantee spmd always gives (any
@@ -39,8 +53,9 @@ int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "allreduce";
     size_t minb = argc > 2 ? strtoull(argv[2], NULL, 10) : 4;
     size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 10) : 64u << 20;
-    int iters = argc > 4 ? atoi(argv[4]) : 20;
+    const int iters0 = argc > 4 ? atoi(argv[4]) : 20;
     int warmup = argc > 5 ? atoi(argv[5]) : 5;
+    const int min_ms = getenv("MPI_BENCH_MIN_MS") ? atoi(getenv("MPI_BENCH_MIN_MS")) : 0;
     char *buf = malloc(maxb + 64), *out = malloc(maxb + 64);
     memset(buf, 0, maxb);
     for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
@@ -53,17 +68,26 @@ int main(int argc, char **argv) {
             size_t settle = ((size_t)64 << 20) / (bytes ? bytes : 1);
             settle = settle > 20000 ? 20000 : settle < 4 ? 4 : settle;
             int warm = bytes == minb && warmup < (int)settle ? (int)settle : warmup;
-            for (int i = -warm; i < iters; i++) {
-                if (i == 0) t0 = MPI_Wtime();
-                if (rank == 0) {
-                    MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
-                    MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                } else if (rank == 1) {
-                    MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+            int iters = iters0;
+            for (;;) {
+                for (int i = -warm; i < iters; i++) {
+                    if (i == 0) t0 = MPI_Wtime();
+                    if (rank == 0) {
+                        MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+                        MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    } else if (rank == 1) {
+                        MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                        MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+                    }
                 }
+                t = MPI_Wtime() - t0;
+                if (!min_ms) break;
+                int next = rank == 0 ? longer_loop(iters, t / iters, min_ms) : 0; /* rank 0 timed it */
+                MPI_Bcast(&next, 1, MPI_INT, 0, MPI_COMM_WORLD);
+                if (!next) break;
+                iters = next;
+                warm = 0;
             }
-            t = MPI_Wtime() - t0;
             double us = t / iters / 2 * 1e6;
             if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3));
         } else {
@@ -74,7 +98,11 @@ int main(int argc, char **argv) {
                 if (rank == 0) fprintf(stderr, "mpi_bench: exchange needs 2 ranks\n");
                 break;
             }
-            for (int i = -warmup; i < iters; i++) {
+            int iters = iters0, warm = warmup;
+            double slowest;
+        again:
+            t = 0;
+            for (int i = -warm; i < iters; i++) {
                 if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
                 if (exchange) {
@@ -92,8 +120,15 @@ int main(int argc, char **argv) {
                 }
                 if (i >= 0) t += MPI_Wtime() - t0;
             }
-            double mean = t / iters, slowest;
-            MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            double mean = t / iters;
+            MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            /* every rank has the same slowest mean, so all take the same branch */
+            const int next = min_ms ? longer_loop(iters, slowest, min_ms) : 0;
+            if (next) {
+                iters = next;
+                warm = 0;
+                goto again;
+            }
             double us = slowest * 1e6;
             if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3) * 2.0 * (world - 1) / world);
         }

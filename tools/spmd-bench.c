@@ -46,6 +46,9 @@ static void usage(FILE *f) {
             "  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
             "  -i, --stepbytes N    add N bytes each step instead\n"
             "  -n, --iters N        timed iterations per size (default 20)\n"
+            "  -T, --min-ms MS      time each size for at least MS ms: the loop is run again with more\n"
+            "                       iterations until it lasts that long (beside other jobs, a short loop\n"
+            "                       shows whether the scheduler preempted it, not the sustained rate)\n"
             "  -w, --warmup_iters N warm-up iterations per size (default 5; pingpong's first size:\n"
             "                       at least about 64 MiB of round trips, up to 20000)\n"
             "  -c, --check 0|1      check results (default 1)\n"
@@ -91,6 +94,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         else if (IS("-i", "--stepbytes")) { if (spmd_size_arg(v, &o->step_bytes)) goto bad; }
         else if (IS("-f", "--stepfactor")) { o->factor = atof(v); if (o->factor <= 1) goto bad; }
         else if (IS("-n", "--iters")) { o->iters = atoi(v); if (o->iters < 1) goto bad; }
+        else if (IS("-T", "--min-ms")) { o->min_ms = atoi(v); if (o->min_ms < 0 || o->min_ms > 600000) goto bad; }
         else if (IS("-w", "--warmup_iters")) { o->warmup = atoi(v); if (o->warmup < 0) goto bad; }
         else if (IS("-c", "--check")) o->check = atoi(v);
         else if (IS("-R", "--root")) o->root = atoi(v);
@@ -161,6 +165,17 @@ typedef struct {
 
 static double now_us(void) { return spmd__seconds() * 1e6; }
 
+/* --min-ms: the iterations for the next run of a size's loop, which took
+ * `per_us` per iteration with `iters`, or 0 when it lasted long enough (or
+ * cannot grow further). */
+static int longer_loop(int iters, double per_us, int min_ms) {
+    const double want = (double)min_ms * 1000.0, took = per_us * iters;
+    if (took >= want || iters >= (1 << 28)) return 0;
+    double next = took > 0 ? iters * (want / took) * 1.1 : iters * 16.0;
+    if (next < iters * 2.0) next = iters * 2.0;
+    return next > (double)(1 << 28) ? 1 << 28 : (int)next;
+}
+
 /* The blocking calls, as applications (and the seeds) use them; --algo is
  * passed through SPMD_ALGO_<COLLECTIVE> (set in main). */
 static spmd_status run_op(spmd_group *g, const opts_t *o, bufs_t *b, size_t count, int inplace) {
@@ -228,18 +243,21 @@ static spmd_status measure(spmd_group *g, const opts_t *o, bufs_t *b, size_t byt
      * each iteration would put the slowest rank's fill inside the others'
      * timing).  The correctness check runs once more on fresh data. */
     spmd__bench_fill(o, rank, w, b->send, b->recv, count, inplace);
-    if ((st = spmd_barrier(g))) return st;
-    double t0 = now_us();
-    for (int i = 0; i < o->iters; i++)
-        if ((st = run_op(g, o, b, count, inplace))) return st;
-    double total = now_us() - t0;
+    double slowest = 0;
+    for (int iters = o->iters;;) {
+        if ((st = spmd_barrier(g))) return st;
+        double t0 = now_us();
+        for (int i = 0; i < iters; i++)
+            if ((st = run_op(g, o, b, count, inplace))) return st;
+        double mean = (now_us() - t0) / iters;
+        if ((st = spmd_all_reduce(g, &mean, &slowest, 1, SPMD_F64, SPMD_MAX))) return st;
+        /* every rank has the same slowest mean, so all take the same branch */
+        if ((iters = longer_loop(iters, slowest, o->min_ms)) == 0) break;
+    }
     if (o->check) {
         spmd__bench_fill(o, rank, w, b->send, b->recv, count, inplace);
         if ((st = run_op(g, o, b, count, inplace))) return st;
     }
-    double mean = total / o->iters;
-    double slowest = mean;
-    if ((st = spmd_all_reduce(g, &mean, &slowest, 1, SPMD_F64, SPMD_MAX))) return st;
     *us = slowest;
     int64_t bad = o->check ? spmd__bench_count_wrong(o, rank, w, b->recv, count, inplace) : 0, sum = 0;
     if ((st = spmd_all_reduce(g, &bad, &sum, 1, SPMD_I64, SPMD_SUM))) return st;
@@ -387,7 +405,7 @@ static int p2p_bench(spmd_group *g, const opts_t *o) {
          * fell on the first size alone. */
         if (first && o->op == O_PINGPONG && warm < settle_iters(bytes)) warm = settle_iters(bytes);
         first = 0;
-        if (rank <= 1) {
+        while (rank <= 1) {
             int peer = 1 - rank;
             double t0 = now_us();
             for (int it = -warm; it < iters; it++) {
@@ -420,6 +438,19 @@ static int p2p_bench(spmd_group *g, const opts_t *o) {
                 }
             }
             t = now_us() - t0;
+            if (!o->min_ms) break;
+            /* --min-ms: rank 0 timed the loop and says whether to run it again, longer */
+            int32_t next = rank == 0 ? longer_loop(iters, t / iters, o->min_ms) : 0;
+            spmd_status st = rank == 0 ? spmd_send(g, &next, 1, SPMD_I32, peer, 4)
+                                       : spmd_recv(g, &next, 1, SPMD_I32, peer, 4, NULL);
+            if (st) {
+                fprintf(stderr, "spmd-bench: rank %d: %s\n", rank, spmd_group_errmsg(g));
+                rc = 1;
+                goto out;
+            }
+            if (!next) break;
+            iters = next;
+            warm = 0;
         }
         if (rank == 0) {
             double per = o->op == O_PINGPONG ? t / iters / 2 : t / iters;

@@ -13,6 +13,7 @@ typedef struct {
     size_t min_bytes, max_bytes, step_bytes;
     double factor;
     int iters, warmup, check, root, np;
+    int min_ms;          /* --min-ms: each size's timed loop lasts at least this long (0: -n only) */
     op_t op;
     const char *opname;
     spmd_dtype dt;

@@ -30,5 +30,13 @@ grep -q "only -g 1 is meaningful" "$TMP/e3" || fail "-g 2: no explanation"
 grep -q -- "--minbytes" "$TMP/e4" || fail "an unknown option: the accepted ones are not listed"
 "$BENCH" --np 2 -b 8 -e 8 --csv "$TMP/x.csv" --plot "$TMP/nope/x.png" >"$TMP/o5" 2>"$TMP/e5" && fail "--plot into a missing folder exited 0"
 grep -q "nope" "$TMP/e5" || fail "--plot into a missing folder: no explanation"
+# --min-ms: the loop runs again, longer, until it lasts that long (a whole
+# number of ms; the table is the same)
+"$BENCH" --np 2 -b 8 -e 8 -n 1 -w 0 -T 20 >"$TMP/o6" 2>"$TMP/e6" || fail "--min-ms 20: exit $?"
+grep -Eq '^ +8 +2 +float +sum ' "$TMP/o6" || fail "--min-ms 20: no all_reduce row"
+"$BENCH" --np 2 -o pingpong -b 8 -e 8 -n 1 -T 20 >"$TMP/o7" 2>"$TMP/e7" || fail "pingpong --min-ms 20: exit $?"
+grep -Eq '^ +8 +[0-9.]+ +[0-9.]+$' "$TMP/o7" || fail "pingpong --min-ms 20: no row"
+"$BENCH" --np 2 -T -5 >"$TMP/o8" 2>"$TMP/e8" && fail "--min-ms -5 accepted"
+grep -q -- "-T" "$TMP/e8" || fail "--min-ms -5: the option is not named"
 [ "$FAILED" -eq 0 ] || exit 1
 echo PASS
