@@ -100,34 +100,33 @@ int main(int argc, char **argv) {
             }
             int iters = iters0, warm = warmup;
             double slowest;
-        again:
-            t = 0;
-            for (int i = -warm; i < iters; i++) {
-                if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = MPI_Wtime();
-                if (exchange) {
-                    MPI_Request rq[2];
-                    MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: gcc takes MPICH's for an empty array */
-                    int done = 0;
-                    MPI_Irecv(out, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[0]);
-                    MPI_Isend(buf, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[1]);
-                    while (!done) MPI_Testall(2, rq, &done, sts);
-                    float *o = (float *)(void *)out;
-                    const float *b = (const float *)(void *)buf;
-                    for (int k = 0; k < count; k++) o[k] += b[k];
-                } else {
-                    MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            for (;;) {
+                t = 0;
+                for (int i = -warm; i < iters; i++) {
+                    if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
+                    double t0 = MPI_Wtime();
+                    if (exchange) {
+                        MPI_Request rq[2];
+                        MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: gcc takes MPICH's for an empty array */
+                        int done = 0;
+                        MPI_Irecv(out, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[0]);
+                        MPI_Isend(buf, count, MPI_FLOAT, 1 - rank, 7, MPI_COMM_WORLD, &rq[1]);
+                        while (!done) MPI_Testall(2, rq, &done, sts);
+                        float *o = (float *)(void *)out;
+                        const float *b = (const float *)(void *)buf;
+                        for (int k = 0; k < count; k++) o[k] += b[k];
+                    } else {
+                        MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    }
+                    if (i >= 0) t += MPI_Wtime() - t0;
                 }
-                if (i >= 0) t += MPI_Wtime() - t0;
-            }
-            double mean = t / iters;
-            MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            /* every rank has the same slowest mean, so all take the same branch */
-            const int next = min_ms ? longer_loop(iters, slowest, min_ms) : 0;
-            if (next) {
+                double mean = t / iters;
+                MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                /* every rank has the same slowest mean, so all take the same branch */
+                const int next = min_ms ? longer_loop(iters, slowest, min_ms) : 0;
+                if (!next) break;
                 iters = next;
                 warm = 0;
-                goto again;
             }
             double us = slowest * 1e6;
             if (rank == 0) printf("%zu %.2f %.3f\n", bytes, us, bytes / (us * 1e3) * 2.0 * (world - 1) / world);
