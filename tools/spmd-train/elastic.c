@@ -24,6 +24,7 @@
  * SPMD_TRAIN_KILL=R:S[,R:S...] (a demonstration and the tests): the process
  * that started as rank R SIGKILLs itself when global step S begins (R:S:gather:
  * with --zero, before that step's parameter all_gather). */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,29 @@ static int recover(elastic_run *r, const char *what) {
     return 0;
 }
 
+/* After a recovery, so that the log names every global step once: the steps
+ * of a --log-every interval this rank ran but had not logged yet, and the
+ * step in flight when the others committed it although it failed here (a
+ * lost rank reached some survivors' reduction but not this one's).  LOSS is
+ * this rank's loss of that step, NAN when it failed before the forward pass
+ * ended. */
+static void log_after_recovery(trainer *t, long before, int epoch, int world, double loss_sum, long interval,
+                               float loss) {
+    int committed = t->global_step > before;
+    if (committed && !isnan(loss)) {
+        loss_sum += loss;
+        interval++;
+    }
+    if (!interval && !committed) return;
+    long step = committed ? t->global_step : before;
+    if (!interval) {
+        report_say(&t->rep, "epoch %d step %ld: loss not known here (world %d)\n", epoch + 1, step, world);
+        return;
+    }
+    report_step(&t->rep, step, epoch, (float)(loss_sum / interval), 0.0);
+    report_say(&t->rep, "epoch %d step %ld: loss %.4f (world %d)\n", epoch + 1, step, loss_sum / interval, world);
+}
+
 /* Admit n waiting processes at this step boundary.  0, or the exit code. */
 static int grow(elastic_run *r, int n) {
     trainer *t = r->t;
@@ -215,10 +239,12 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
         double loss_sum = 0.0;
         long interval = 0;
         int failed = 0, joiners = 0;
+        float loss = NAN; /* the step in flight's, for log_after_recovery */
         for (;;) {
             const float *x;
             const int *y;
             size_t bn;
+            loss = NAN;
             if ((st = spmd_elastic_joiners_waiting(r->e, &joiners)) != SPMD_OK) {
                 failed = 1;   /* a broadcast on the group: it failed */
                 break;
@@ -237,7 +263,6 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
                         t->rank, t->global_step + 1, wall_now());
                 raise(SIGKILL);
             }
-            float loss;
             spmd_elastic_begin_step(r->e);
             if (t->ez) ezero_begin_step(t->ez);
             if ((st = train_one_step(t, x, y, bn, &loss)) != SPMD_OK) {
@@ -277,7 +302,10 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
             continue;
         }
         if (!failed) return 0;
+        long before = t->global_step;
+        int epoch = t->epoch, world = t->world;
         if ((rc = recover(r, "training step"))) return rc;
+        log_after_recovery(t, before, epoch, world, loss_sum, interval, loss);
         if ((rc = await_replacements(r))) return rc;
         if (*stopped) return 0;
     }
