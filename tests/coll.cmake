@@ -1,6 +1,7 @@
 # Collectives (src/coll/: patterns, algorithms, selection, public API) and the
 # seed examples that use them.
 spmd_test(test_pattern SOURCES unit/test_pattern.c LABELS unit TIMEOUT 30)
+spmd_test(test_coll_trial SOURCES unit/test_coll_trial.c LABELS unit TIMEOUT 30)
 
 # all_reduce: full dtype x op x algorithm matrix at worlds 1-4, a reduced one
 # at 5, 7, 8, a single case at 16 (one ctest entry each so -j2 spreads them).

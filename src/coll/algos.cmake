@@ -2,6 +2,7 @@
 # (included by src/coll/CMakeLists.txt).
 target_sources(spmd_objs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/pattern.c
+  ${CMAKE_CURRENT_LIST_DIR}/trial.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_ring.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_rhd.c
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_rd.c

@@ -6,7 +6,9 @@
  *   2. the environment: SPMD_ALGO_<COLLECTIVE>=<name>, e.g.
  *      SPMD_ALGO_ALL_REDUCE=ring, SPMD_ALGO_BROADCAST=tree,
  *   3. the table below: the first row of the collective whose byte range and
- *      world-size range contain this call.
+ *      world-size range contain this call; where two rows trade places from
+ *      one machine to the next (w = 2 from 128 KiB: cma or the slots), the
+ *      group's first calls time both and keep the faster (trial.c).
  * A name that is unknown, or that names an algorithm of another collective,
  * fails with SPMD_ERR_INVALID listing the valid names.
  *
@@ -36,6 +38,7 @@
 #include <string.h>
 #include "coll/agree.h"
 #include "coll/algos.h"
+#include "coll/trial.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -402,6 +405,47 @@ static void memo_keep(spmd__coll_memo *m, const spmd__coll_args *a, int paths, c
                            .paths = paths, .row = row, .algo = algo, .desc = desc};
 }
 
+/* w = 2 from 128 KiB, the table's "cma" row: cma (candidate 0) or the
+ * slots' "shm" (1), as the group's first such calls measured them
+ * (trial.c).  Sets *row, c->algo and c->desc for this call; *timed = the
+ * candidate to time, or -1. */
+static spmd_status trial_turn(spmd__coll_ctx *c, const spmd__coll_args *a, const algo_row **row, int *timed) {
+    const size_t bytes = a->count * spmd_dtype_size(a->dt);
+    spmd__coll_trial *t = &c->trial[spmd__trial_class(bytes)];
+    int pick = spmd__trial_pick(t), settled = 0;
+    if (pick == SPMD__TRIAL_DECIDE) {
+        /* every rank's ns per KiB of each, summed by the one-step slot
+         * algorithm (two addends: the same sum, bit for bit, everywhere) */
+        double mine[2], sum[2];
+        spmd__trial_rates(t, mine);
+        spmd__coll_args s;
+        memset(&s, 0, sizeof s);
+        s.kind = SPMD__C_ALL_REDUCE;
+        s.sendbuf = mine;
+        s.recvbuf = sum;
+        s.count = 2;
+        s.dt = SPMD_F64;
+        s.op = SPMD_SUM;
+        const algo_row *one = find_named(SPMD__C_ALL_REDUCE, "oneshot");
+        c->algo = algo_id(one);
+        c->desc = spmd__coll_describe(&s, c->algo, spmd__ctx_segment_bytes(c));
+        spmd_status st = one->fn(c, &s);
+        if (st) return st;
+        spmd__trial_settle(t, sum);
+        SPMD_LOGD("all_reduce of %zu bytes and its size class, world 2: cma %.0f ns/KiB, shm %.0f (summed over "
+                  "the ranks): %s", bytes, sum[0], sum[1], t->winner ? "shm" : "cma");
+        pick = t->winner;
+        settled = 1;
+    }
+    *timed = t->decided ? -1 : pick;
+    if (pick == 1) *row = find_named(a->kind, "shm");
+    if (pick == 1 || settled) {
+        c->algo = algo_id(*row);
+        c->desc = spmd__coll_describe(a, c->algo, spmd__ctx_segment_bytes(c));
+    }
+    return SPMD_OK;
+}
+
 spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const int w = spmd__ctx_world(c), r = spmd__ctx_rank(c);
     if ((int)a->kind <= 0 || a->kind >= SPMD__C_KIND_COUNT)
@@ -435,6 +479,11 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
             return spmd__coll_fail(c, chosen, "%s", why);
         }
     }
+    int timed = -1;
+    if (!name && row->fn == spmd__allreduce_cma && spmd__shm_coll_cma_usable(c)) {
+        spmd_status st = trial_turn(c, a, &row, &timed);
+        if (st) return st;
+    }
     /* Rooted collectives settle what every rank must agree on first (agree.c). */
     const int agree = spmd__coll_is_rooted(a->kind);
     spmd__desync_announce(c, agree);
@@ -460,8 +509,10 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
         }
     }
 
+    const uint64_t t0 = timed >= 0 ? spmd__now_ns() : 0;
     spmd_status st = row->fn(c, &b);
     if (st != SPMD_OK) return st;
+    if (timed >= 0) spmd__trial_record(&c->trial[spmd__trial_class(a->count * es)], timed, spmd__now_ns() - t0, a->count * es);
 
     if (a->op == SPMD_AVG) {
         if (a->kind == SPMD__C_ALL_REDUCE || a->kind == SPMD__C_REDUCE_SCATTER ||

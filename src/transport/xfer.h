@@ -48,6 +48,18 @@ typedef struct {
     uint32_t desc;
 } spmd__coll_memo;
 
+/* coll/trial.c's measured choice between two rows of select.c's table, one
+ * per size class: the first calls alternate between them, timed, then the
+ * ranks settle on the faster (zeroed: still trying). */
+#define SPMD__TRIAL_CLASSES 8 /* 128-256 KiB, 256-512 KiB, ..., 16 MiB and up */
+typedef struct {
+    uint32_t calls;   /* calls the trial has seen */
+    int decided;      /* 1: winner holds */
+    int winner;       /* 0 or 1 */
+    uint64_t ns[2];   /* timed calls' nanoseconds and bytes per candidate */
+    uint64_t bytes[2];
+} spmd__coll_trial;
+
 /* The collective running on a mesh: set by the group's executor and by
  * coll/select.c before each collective, read by the algorithms through
  * coll.h's accessors. */
@@ -71,6 +83,7 @@ typedef struct spmd__coll_ctx {
     void *scratch[SPMD__SCRATCH_SLOTS];
     size_t scratch_len[SPMD__SCRATCH_SLOTS];
     spmd__coll_memo memo;
+    spmd__coll_trial trial[SPMD__TRIAL_CLASSES];
     char err[SPMD__ERRLEN];
 } spmd__coll_ctx;
 
