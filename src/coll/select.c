@@ -81,9 +81,11 @@ static const algo_row TABLE[] = {
     /* shared slots: one step (every rank reduces everything) below 128 KiB
      * (w = 2, 4, 8: faster than two steps up to 64 KiB, slower from 128 KiB);
      * from there, w = 2: each rank reduces its half straight out of the
-     * other's buffer (cma: fewer bytes moved, 3 syncs; 1.2-1.5x the slots at
-     * 256 KiB-1 MiB, equal beyond); w > 2 on 2 cores: reduce-scatter +
-     * all-gather through the slots (cma's copies cost more there) */
+     * other's buffer (cma: fewer bytes moved, 3 syncs) or reduce-scatter +
+     * all-gather through the slots, whichever the group's first calls of the
+     * size class measured faster (trial_turn below: on the guests either
+     * won by 1.15-1.5x from one day's CPU to the next); w > 2 on 2 cores:
+     * the slots (cma's copies cost more there) */
     {SPMD__C_ALL_REDUCE,     "oneshot",   spmd__allreduce_shm_oneshot, 0,         128 * KiB,      2, ANY_WORLD SHM},
     {SPMD__C_ALL_REDUCE,     "cma",       spmd__allreduce_cma,         128 * KiB, ANY_SIZE,       2, 2 SHM},
     {SPMD__C_ALL_REDUCE,     "shm",       spmd__allreduce_shm,         0,         ANY_SIZE,       2, ANY_WORLD SHM},

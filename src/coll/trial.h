@@ -18,7 +18,7 @@ int spmd__trial_class(size_t bytes);
 int spmd__trial_pick(spmd__coll_trial *t);
 /* A trial call took ns for bytes with candidate `which`: counted once warm. */
 void spmd__trial_record(spmd__coll_trial *t, int which, uint64_t ns, size_t bytes);
-/* This rank's nanoseconds per KiB of each candidate, to be summed over the ranks. */
+/* This rank's median timed call of each candidate in ns per KiB, to be summed over the ranks. */
 void spmd__trial_rates(const spmd__coll_trial *t, double rate[2]);
 /* With every rank's rates summed: the winner, the same on every rank. */
 void spmd__trial_settle(spmd__coll_trial *t, const double summed[2]);

@@ -49,15 +49,16 @@ typedef struct {
 } spmd__coll_memo;
 
 /* coll/trial.c's measured choice between two rows of select.c's table, one
- * per size class: the first calls alternate between them, timed, then the
+ * per size class: the first calls run the one, then the other, timed, then the
  * ranks settle on the faster (zeroed: still trying). */
 #define SPMD__TRIAL_CLASSES 8 /* 128-256 KiB, 256-512 KiB, ..., 16 MiB and up */
+#define SPMD__TRIAL_TIMED 5    /* timed calls of each candidate */
 typedef struct {
     uint32_t calls;   /* calls the trial has seen */
     int decided;      /* 1: winner holds */
     int winner;       /* 0 or 1 */
-    uint64_t ns[2];   /* timed calls' nanoseconds and bytes per candidate */
-    uint64_t bytes[2];
+    int n[2];         /* timed calls of each candidate so far */
+    double rate[2][SPMD__TRIAL_TIMED]; /* their ns per KiB */
 } spmd__coll_trial;
 
 /* The collective running on a mesh: set by the group's executor and by
