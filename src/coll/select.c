@@ -410,10 +410,11 @@ static void memo_keep(spmd__coll_memo *m, const spmd__coll_args *a, int paths, c
 /* w = 2 from 128 KiB, the table's "cma" row: cma (candidate 0) or the
  * slots' "shm" (1), as the group's first such calls measured them
  * (trial.c).  Sets *row, c->algo and c->desc for this call; *timed = the
- * candidate to time, or -1. */
-static spmd_status trial_turn(spmd__coll_ctx *c, const spmd__coll_args *a, const algo_row **row, int *timed) {
+ * candidate to time, or -1, and *trial the size class's trial. */
+static spmd_status trial_turn(spmd__coll_ctx *c, const spmd__coll_args *a, const algo_row **row, int *timed,
+                              spmd__coll_trial **trial) {
     const size_t bytes = a->count * spmd_dtype_size(a->dt);
-    spmd__coll_trial *t = &c->trial[spmd__trial_class(bytes)];
+    spmd__coll_trial *t = *trial = &c->trial[spmd__trial_class(bytes)];
     int pick = spmd__trial_pick(t), settled = 0;
     if (pick == SPMD__TRIAL_DECIDE) {
         /* every rank's ns per KiB of each, summed by the one-step slot
@@ -482,8 +483,9 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
         }
     }
     int timed = -1;
+    spmd__coll_trial *trial = NULL;
     if (!name && row->fn == spmd__allreduce_cma && spmd__shm_coll_cma_usable(c)) {
-        spmd_status st = trial_turn(c, a, &row, &timed);
+        spmd_status st = trial_turn(c, a, &row, &timed, &trial);
         if (st) return st;
     }
     /* Rooted collectives settle what every rank must agree on first (agree.c). */
@@ -514,7 +516,7 @@ spmd_status spmd__coll_run(spmd__coll_ctx *c, const spmd__coll_args *a) {
     const uint64_t t0 = timed >= 0 ? spmd__now_ns() : 0;
     spmd_status st = row->fn(c, &b);
     if (st != SPMD_OK) return st;
-    if (timed >= 0) spmd__trial_record(&c->trial[spmd__trial_class(a->count * es)], timed, spmd__now_ns() - t0, a->count * es);
+    if (timed >= 0) spmd__trial_record(trial, timed, spmd__now_ns() - t0, a->count * es);
 
     if (a->op == SPMD_AVG) {
         if (a->kind == SPMD__C_ALL_REDUCE || a->kind == SPMD__C_REDUCE_SCATTER ||

@@ -148,6 +148,12 @@ static int recover(elastic_run *r, const char *what) {
     return 0;
 }
 
+/* One line of the step log: the mean loss of the steps up to STEP. */
+static void log_step(trainer *t, long step, int epoch, int world, double mean_loss) {
+    report_step(&t->rep, step, epoch, (float)mean_loss, 0.0);
+    report_say(&t->rep, "epoch %d step %ld: loss %.4f (world %d)\n", epoch + 1, step, mean_loss, world);
+}
+
 /* After a recovery, so that the log names every global step once: the steps
  * of a --log-every interval this rank ran but had not logged yet, and the
  * step in flight when the others committed it although it failed here (a
@@ -167,8 +173,7 @@ static void log_after_recovery(trainer *t, long before, int epoch, int world, do
         report_say(&t->rep, "epoch %d step %ld: loss not known here (world %d)\n", epoch + 1, step, world);
         return;
     }
-    report_step(&t->rep, step, epoch, (float)(loss_sum / interval), 0.0);
-    report_say(&t->rep, "epoch %d step %ld: loss %.4f (world %d)\n", epoch + 1, step, loss_sum / interval, world);
+    log_step(t, step, epoch, world, loss_sum / interval);
 }
 
 /* Admit n waiting processes at this step boundary.  0, or the exit code. */
@@ -287,9 +292,7 @@ static int epoch_steps(elastic_run *r, double *train_time, long *samples, int *s
             *stopped = t->o.steps && t->global_step >= t->o.steps;
             int last = r->deal_steps == per_deal;
             if (++interval == t->o.log_every || last || *stopped) {
-                report_step(&t->rep, t->global_step, t->epoch, (float)(loss_sum / interval), 0.0);
-                report_say(&t->rep, "epoch %d step %ld: loss %.4f (world %d)\n", t->epoch + 1, t->global_step,
-                           loss_sum / interval, t->world);
+                log_step(t, t->global_step, t->epoch, t->world, loss_sum / interval);
                 loss_sum = 0.0;
                 interval = 0;
             }
